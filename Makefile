@@ -1,0 +1,36 @@
+# The two set-up commands of the README. Both are idempotent: a second run reinstalls nothing
+# unless pyproject.toml changed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO_DIR ?= build/demo
+# Debian packages the tests need (none yet for the CPU pipeline; the RTSP, browser and
+# Prometheus tests add theirs here).
+APT_PACKAGES :=
+
+.PHONY: demo test lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.test: pyproject.toml $(VENV)/.runtime
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.runtime
+	$(BIN)/vidpipe demo --out $(DEMO_DIR)
+
+test: $(VENV)/.test
+	@if [ -n "$(strip $(APT_PACKAGES))" ]; then \
+	  missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	  if [ -n "$$missing" ]; then apt-get update -qq && apt-get install -y -qq $$missing; fi; \
+	fi
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,162 @@
+"""``vidpipe``: the command line.
+
+    vidpipe run clip.mp4                 detect with the shipped person model, print the figures
+    vidpipe run a.mp4 b.mp4 --annotate   several streams at once, batched together
+    vidpipe demo                         make the demo clip and run on it
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+
+from app import __version__
+from app.demo import ensure_demo_clip, score_run
+from app.progress import RunProgress
+from app.report import print_report
+from app.runner import run_files
+from models.errors import ModelError
+from models.zoo import resolve_model
+from pipelines.build import PipelineOptions
+from pipelines.errors import VidpipeError
+from pipelines.sources.synthetic import truth_path
+
+console = Console(stderr=True)
+log = logging.getLogger("vidpipe")
+cli = typer.Typer(
+    name="vidpipe", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+    help="Streaming video analytics: decode -> preprocess -> detect -> postprocess -> sinks, "
+         "with every stage measured.",
+)
+
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", "-m", help="Zoo name (default: ssdlite-person), a folder with card.yaml, or an "
+    ".onnx file (its card.yaml beside it, or give --format and --classes).")]
+FormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", help="Output layout of a model without a card: yolov8 ([B,4+C,N]), yolov5 "
+    "([B,N,5+C]) or ssd (boxes/scores/classes, NMS inside).")]
+ClassesOpt = Annotated[Optional[Path], typer.Option(
+    "--classes", help="Text file of class names, one per line, for a model without a card.")]
+InputSizeOpt = Annotated[Optional[str], typer.Option(
+    "--input-size", help="WxH, for a model without a card whose input size is dynamic.")]
+DeviceOpt = Annotated[str, typer.Option(
+    "--device", help="cpu (FFmpeg, OpenCV, ONNX Runtime). cuda[:N] is refused until the GPU "
+    "backends land.")]
+OutOpt = Annotated[Path, typer.Option(
+    "--out", "-o", help="Folder for detections.jsonl, summary.json and annotated videos.")]
+BatchOpt = Annotated[int, typer.Option(
+    "--batch-size", "-b", help="Most frames per inference call, taken across all streams.")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--batch-timeout-ms", help="Longest wait for a batch to fill after its first frame.")]
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(message)s", datefmt="[%X]",
+                        handlers=[RichHandler(console=console, show_path=False)], force=True)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _parse_size(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        _fail(f"--input-size must look like 640x640, got {text!r}")
+    return w, h
+
+
+@cli.command()
+def run(
+    sources: Annotated[list[Path], typer.Argument(help="Video files; all run at once.")],
+    model: ModelOpt = None, format: FormatOpt = None, classes: ClassesOpt = None,
+    input_size: InputSizeOpt = None, device: DeviceOpt = "cpu", out: OutOpt = Path("out"),
+    batch_size: BatchOpt = 4, batch_timeout_ms: TimeoutOpt = 10.0,
+    annotate: Annotated[bool, typer.Option(
+        "--annotate", help="Also write annotated.mp4 (boxes drawn), one per stream.")] = False,
+    metrics_port: Annotated[Optional[int], typer.Option(
+        "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
+    infer_threads: Annotated[Optional[int], typer.Option(
+        "--infer-threads", help="ONNX Runtime threads (default: cores - 1, at least 1).")] = None,
+    decode_threads: Annotated[Optional[int], typer.Option(
+        "--decode-threads", help="FFmpeg threads per stream (default 1; 0 = FFmpeg's choice).")]
+    = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
+    = "info",
+) -> None:
+    """Detect objects in every frame of one or more videos and report where the time went.
+
+    Writes OUT/detections.jsonl (one line per frame: stream, frame, pts, detections) and
+    OUT/summary.json; exits 2 with one line on bad input (missing file, not a video, wrong model).
+    """
+    _configure_logging(log_level)
+    try:
+        options = PipelineOptions(device=device, batch_size=batch_size,
+                                  batch_timeout_ms=batch_timeout_ms, infer_threads=infer_threads,
+                                  decode_threads=decode_threads)
+        model_path, spec = resolve_model(model, output_format=format, classes=classes,
+                                         input_size=_parse_size(input_size))
+        log.info("model %s (%s, %d classes) from %s", spec.name, spec.output.format,
+                 spec.num_classes, model_path)
+        with RunProgress(console) as progress:
+            metrics, _, outputs = run_files(sources, model_path, spec, out, options,
+                                            annotate=annotate, metrics_port=metrics_port,
+                                            on_progress=progress.update)
+    except (VidpipeError, ModelError) as e:
+        _fail(str(e))
+    print_report(console, json.loads(outputs.summary.read_text()))
+    for path in (outputs.detections, outputs.summary, *outputs.annotated):
+        console.print(f"wrote {path}")
+
+
+@cli.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the clip and the run.")]
+    = Path("build/demo"),
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated clip.")] = 0,
+) -> None:
+    """Make the 20 s demo clip (people and no people, from scikit-image's photos), run the
+    shipped person detector on it, and score every frame against the clip's ground truth."""
+    _configure_logging("info")
+    clip = ensure_demo_clip(out / "clip.mp4", console, seed)
+    try:
+        model_path, spec = resolve_model(None)
+        with RunProgress(console) as progress:
+            _, _, outputs = run_files([clip], model_path, spec, out / "run", PipelineOptions(),
+                                      annotate=True, on_progress=progress.update)
+    except (VidpipeError, ModelError) as e:
+        _fail(str(e))
+    print_report(console, json.loads(outputs.summary.read_text()))
+    score = score_run(outputs.detections, clip)
+    console.print(
+        f"person frames with a person >= 0.5: {score.person_hits}/{score.person_frames} "
+        f"({score.hit_rate:.1%}); frames without one that got one: "
+        f"{score.false_hits}/{score.empty_frames} ({score.false_rate:.1%})")
+    console.print(f"clip: {clip} (truth: {truth_path(clip)})")
+    for path in (outputs.detections, outputs.summary, *outputs.annotated):
+        console.print(f"wrote {path}")
+
+
+@cli.command()
+def version() -> None:
+    """Print vidpipe's version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Running a pipeline over files from the command line: outputs, progress, Prometheus, signals.
+
+``run_files`` is what ``vidpipe run`` and ``vidpipe demo`` call. It opens everything before the
+first frame (so bad input fails fast, exit 2), writes outputs atomically (a failed run leaves
+none behind), and returns the run's summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from models.spec import ModelSpec
+from pipelines.build import PipelineOptions, build_file_pipeline
+from pipelines.errors import ConfigError
+from pipelines.metrics import PipelineMetrics
+from pipelines.pipeline import Pipeline
+from pipelines.sinks.atomic import AtomicPath
+from pipelines.sinks.jsonl import JsonlSink
+from pipelines.sinks.stage import Sink
+from pipelines.sinks.video import AnnotatedVideoSink
+from pipelines.sources.file import FileSource
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RunOutputs:
+    detections: Path
+    summary: Path
+    annotated: list[Path]
+
+
+def stream_ids(paths: Sequence[Path]) -> list[str]:
+    """One id per source from its file name, made unique (clip, clip-2, ...)."""
+    ids: list[str] = []
+    for path in paths:
+        base = path.stem or "stream"
+        candidate, n = base, 1
+        while candidate in ids:
+            n += 1
+            candidate = f"{base}-{n}"
+        ids.append(candidate)
+    return ids
+
+
+def probe_sources(paths: Sequence[Path], ids: Sequence[str]) -> dict[str, tuple[float, int | None]]:
+    """fps and declared frame count per stream; raises SourceError for a bad file."""
+    info = {}
+    for path, sid in zip(paths, ids):
+        with FileSource(path, sid) as source:
+            log.info("%s", source.describe())
+            info[sid] = (source.fps, source.frame_count)
+    return info
+
+
+def run_files(paths: Sequence[Path], model_path: Path, spec: ModelSpec, out: Path,
+              options: PipelineOptions, *, annotate: bool = False,
+              metrics_port: int | None = None,
+              on_progress: Callable[[int, int | None], None] | None = None,
+              ) -> tuple[PipelineMetrics, Pipeline, RunOutputs]:
+    ids = stream_ids(paths)
+    info = probe_sources(paths, ids)
+    registry = CollectorRegistry()
+    metrics = PipelineMetrics(registry)
+    created_out = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    sinks: list[Sink] = []
+    committed = False
+    with ExitStack() as stack:
+        try:
+            if metrics_port is not None:
+                stack.callback(_serve_metrics(registry, metrics_port).shutdown)
+            sinks.extend(_open_sinks(out, spec, ids, info, annotate))
+            pipeline = build_file_pipeline(paths, ids, model_path, spec, sinks, metrics, options)
+            counts = [count for _, count in info.values()]
+            total = None if None in counts else sum(c for c in counts if c is not None)
+            asyncio.run(_run(pipeline, _progress(metrics, total, on_progress)))
+            outputs = _commit(sinks, out, metrics, pipeline, ids)
+            committed = True
+            return metrics, pipeline, outputs
+        finally:
+            if not committed:
+                for sink in sinks:
+                    sink.close(commit=False)
+                if created_out and out.is_dir() and not any(out.iterdir()):
+                    out.rmdir()
+
+
+def _serve_metrics(registry: CollectorRegistry, port: int) -> Any:
+    try:
+        server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
+    except OSError as e:
+        raise ConfigError(f"--metrics-port {port}: cannot listen ({e.strerror})") from e
+    log.info("Prometheus metrics on http://127.0.0.1:%d/metrics", port)
+    return server
+
+
+def _open_sinks(out: Path, spec: ModelSpec, ids: list[str],
+                info: dict[str, tuple[float, int | None]], annotate: bool) -> list[Sink]:
+    sinks: list[Sink] = [JsonlSink(out / "detections.jsonl", spec)]
+    if annotate:
+        def path_for(sid: str) -> Path:
+            return out / ("annotated.mp4" if len(ids) == 1 else f"annotated-{sid}.mp4")
+
+        sinks.append(AnnotatedVideoSink(path_for, lambda sid: info[sid][0], spec))
+    return sinks
+
+
+def _progress(metrics: PipelineMetrics, total: int | None,
+              on_progress: Callable[[int, int | None], None] | None) -> Callable[[], None] | None:
+    if on_progress is None:
+        return None
+
+    def report() -> None:
+        done = sum(sum(counts.values()) for counts in metrics.outcomes.values())
+        on_progress(done, total)
+
+    return report
+
+
+async def _run(pipeline: Pipeline, tick: Callable[[], None] | None) -> None:
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def on_interrupt() -> None:
+        nonlocal interrupted
+        if interrupted:  # second Ctrl-C: stop now
+            loop.create_task(pipeline.stop(drain=False))
+            return
+        interrupted = True
+        log.warning("interrupted: finishing the frames already read (Ctrl-C again to abort)")
+        loop.create_task(pipeline.stop(drain=True))
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    ticker = loop.create_task(_tick(tick)) if tick else None
+    try:
+        await pipeline.run()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        if ticker is not None and tick is not None:
+            ticker.cancel()
+            tick()
+
+
+async def _tick(tick: Callable[[], None]) -> None:
+    while True:
+        tick()
+        await asyncio.sleep(0.25)
+
+
+def _commit(sinks: list[Sink], out: Path, metrics: PipelineMetrics, pipeline: Pipeline,
+            ids: list[str]) -> RunOutputs:
+    for sink in sinks:
+        sink.close(commit=True)
+    annotated = [p for s in sinks if isinstance(s, AnnotatedVideoSink) for p in s.paths]
+    summary = out / "summary.json"
+    atomic = AtomicPath(summary)
+    atomic.partial.write_text(json.dumps(summarise(metrics, pipeline, ids), indent=2))
+    atomic.commit()
+    return RunOutputs(out / "detections.jsonl", summary, annotated)
+
+
+def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> dict[str, Any]:
+    """The run's figures as JSON: per stage, per stream, batch sizes."""
+    wall = pipeline.wall_s or 0.0
+    streams = {}
+    for sid in ids:
+        outcomes = dict(metrics.outcomes[sid])
+        p50, p95, p99 = metrics.latency[sid].quantiles((0.5, 0.95, 0.99))
+        processed = outcomes.get("processed", 0)
+        streams[sid] = {
+            "received": metrics.received[sid], "outcomes": outcomes,
+            "fps": processed / wall if wall else 0.0,
+            "latency_ms": _quantiles_ms((p50, p95, p99)),
+        }
+    return {
+        "wall_s": wall,
+        "finished_at": time.time(),
+        "stages": [
+            {"stage": s.stage, "instances": s.instances, "items": s.items, "busy": s.busy,
+             "work_ms": _quantiles_ms(s.work_ms, scale=1.0),
+             "wait_ms": _quantiles_ms(s.wait_ms, scale=1.0)}
+            for s in metrics.stage_summaries(wall)
+        ],
+        "streams": streams,
+        "batch_sizes": {str(k): v for k, v in sorted(metrics.batch_sizes.items())},
+    }
+
+
+def _quantiles_ms(values: tuple[float, ...], scale: float = 1e3) -> dict[str, float | None]:
+    """p50/p95/p99 in ms; None (JSON null) where there were no samples."""
+    return {k: None if v != v else v * scale for k, v in zip(("p50", "p95", "p99"), values)}

@@ -1,0 +1,1 @@
+"""Detectors and their runtimes. Imports neither ``app`` nor ``pipelines``."""

@@ -1,0 +1,109 @@
+"""ModelSpec: what a pipeline must know about a detector to feed it and read its answers.
+
+A model is an ONNX file plus a ``card.yaml`` that holds this spec. Users bring their own ONNX
+with ``--format`` and ``--classes`` (or a card beside it); what the card leaves out is read
+from the ONNX graph itself (input name, size, layout and dtype).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from models.errors import ModelError
+
+OutputFormat = Literal["yolov8", "yolov5", "ssd"]
+OUTPUT_FORMATS: tuple[str, ...] = ("yolov8", "yolov5", "ssd")
+ZOO_DIR = Path(__file__).resolve().parent / "zoo"
+DEFAULT_MODEL = "ssdlite-person"
+
+
+class SpecError(ModelError):
+    """The card or the ONNX graph does not describe a model vidpipe can run."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputSpec(_Strict):
+    name: str | None = None  # None: the graph's only input
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+    layout: Literal["NCHW", "NHWC"] = "NCHW"
+    dtype: Literal["float32", "uint8"] = "float32"
+    color: Literal["RGB", "BGR"] = "RGB"
+    resize: Literal["letterbox", "stretch"] = "letterbox"
+    pad_value: int = Field(default=114, ge=0, le=255)
+    # float inputs: x = (pixel / 255 - mean) / std, per channel in ``color`` order
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+
+class OutputSpec(_Strict):
+    format: OutputFormat
+    # ssd only: which graph output holds what (boxes, scores, classes, count)
+    names: dict[str, str] = Field(default_factory=dict)
+    class_offset: int = 0  # subtract from the model's class numbers (TF detectors count from 1)
+    score_threshold: float = Field(default=0.25, ge=0.0, le=1.0)
+    iou_threshold: float = Field(default=0.45, ge=0.0, le=1.0)
+    max_detections: int = Field(default=300, gt=0)
+
+    @model_validator(mode="after")
+    def _ssd_names(self) -> OutputSpec:
+        if self.format == "ssd":
+            missing = {"boxes", "scores", "classes"} - set(self.names)
+            if missing:
+                raise ValueError(f"ssd output needs names for {sorted(missing)}")
+        return self
+
+
+class ModelSpec(_Strict):
+    name: str
+    file: str = "model.onnx"
+    input: InputSpec
+    output: OutputSpec
+    classes: list[str] = Field(min_length=1)
+    description: str = ""
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    licence: str = ""
+    measured: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def label(self, class_id: int) -> str:
+        if 0 <= class_id < len(self.classes):
+            return self.classes[class_id]
+        return f"class{class_id}"
+
+
+def load_card(path: Path) -> ModelSpec:
+    """Read and validate a card.yaml; errors name the file and the bad key."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise SpecError(f"cannot read model card {path}: {e}") from e
+    if not isinstance(data, dict):
+        raise SpecError(f"model card {path} must be a mapping, got {type(data).__name__}")
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SpecError(f"model card {path}: {where}: {first['msg']}") from e
+
+
+def read_classes(path: Path) -> list[str]:
+    """Class names from a text file, one per line (blank lines ignored)."""
+    try:
+        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    except OSError as e:
+        raise SpecError(f"cannot read class names from {path}: {e.strerror}") from e
+    if not names:
+        raise SpecError(f"class names file {path} is empty; expected one name per line")
+    return names

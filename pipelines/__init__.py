@@ -1,0 +1,1 @@
+"""The streaming engine. Imports ``models``, never ``app``."""

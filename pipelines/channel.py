@@ -1,0 +1,146 @@
+"""Channel: the bounded, closable queue that links two stages.
+
+A channel lives on the event loop (stages' worker threads never touch it). ``put`` either
+waits for room (policy ``block``: files, every frame processed) or evicts the oldest item and
+reports it as dropped (policy ``drop_oldest``: live streams, the latest frame wins). The end of
+a stream is ``close()`` — never a sentinel item — and ``get`` on a closed, drained channel
+raises ``ChannelClosed``. A channel fed by several producers (the fan-in before inference)
+closes when the last of them has closed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter, deque
+from typing import Callable, Generic, Literal, TypeVar
+
+from pipelines.errors import ChannelClosed
+
+T = TypeVar("T")
+DropPolicy = Literal["block", "drop_oldest"]
+DROP_POLICIES: tuple[str, ...] = ("block", "drop_oldest")
+
+
+class Channel(Generic[T]):
+    """A bounded FIFO with a drop policy, per-cause drop counters and no sentinels.
+
+    ``on_drop(item, cause)`` is called for every item the channel itself discards, so the
+    owner can account for it (the pipeline counts it against the item's stream).
+    """
+
+    def __init__(self, name: str, capacity: int, policy: DropPolicy = "block", *,
+                 producers: int = 1,
+                 on_drop: Callable[[T, str], None] | None = None) -> None:
+        if capacity < 1:
+            raise ValueError(f"channel {name!r}: capacity must be >= 1, got {capacity}")
+        if policy not in DROP_POLICIES:
+            raise ValueError(
+                f"channel {name!r}: policy must be one of {DROP_POLICIES}, got {policy!r}")
+        if producers < 1:
+            raise ValueError(f"channel {name!r}: producers must be >= 1, got {producers}")
+        self.name = name
+        self.capacity = capacity
+        self.policy: DropPolicy = policy
+        self.drops: Counter[str] = Counter()
+        self._on_drop = on_drop
+        self._items: deque[tuple[T, float]] = deque()
+        self._open_producers = producers
+        self._waiters: set[asyncio.Event] = set()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def closed(self) -> bool:
+        return self._open_producers == 0
+
+    async def put(self, item: T) -> None:
+        """Add an item; under ``block`` wait for room, under ``drop_oldest`` evict to make it."""
+        if self.policy == "block":
+            while len(self._items) >= self.capacity and not self.closed:
+                await self._wait()
+        if self.closed:
+            raise ChannelClosed(f"put on closed channel {self.name!r}")
+        if len(self._items) >= self.capacity:  # drop_oldest
+            evicted, _ = self._items.popleft()
+            self.drop(evicted, "dropped_full")
+        self._items.append((item, time.monotonic()))
+        self._notify()
+
+    async def get(self) -> T:
+        """The oldest item; waits for one. Raises ChannelClosed once closed and drained."""
+        item, _ = await self.get_timed()
+        return item
+
+    async def get_timed(self) -> tuple[T, float]:
+        """The oldest item and the seconds it waited in the channel."""
+        while not self._items and not self.closed:
+            await self._wait()
+        return self._pop()
+
+    async def get_batch(self, max_items: int, timeout_s: float) -> list[tuple[T, float]]:
+        """Up to ``max_items`` items: wait for the first, then at most ``timeout_s`` for the rest.
+
+        Returns fewer when the channel closes or the timeout passes; raises ChannelClosed only
+        when there is nothing left at all.
+        """
+        if max_items < 1:
+            raise ValueError(f"max_items must be >= 1, got {max_items}")
+        batch = [await self.get_timed()]
+        deadline = time.monotonic() + timeout_s
+        while len(batch) < max_items:
+            if self._items:
+                batch.append(self._pop())
+                continue
+            remaining = deadline - time.monotonic()
+            if self.closed or remaining <= 0:
+                break
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._wait()
+            except TimeoutError:
+                break
+        return batch
+
+    def close(self) -> None:
+        """One producer is done. The channel closes when all of them are; idempotent after."""
+        if self._open_producers > 0:
+            self._open_producers -= 1
+        if self.closed:
+            self._notify()
+
+    def abort(self) -> list[T]:
+        """Close at once for every producer and hand back what was still queued."""
+        self._open_producers = 0
+        leftovers = [item for item, _ in self._items]
+        self._items.clear()
+        self._notify()
+        return leftovers
+
+    def drop(self, item: T, cause: str) -> None:
+        """Count an item as dropped for ``cause`` and tell the owner."""
+        self.drops[cause] += 1
+        if self._on_drop is not None:
+            self._on_drop(item, cause)
+
+    def _pop(self) -> tuple[T, float]:
+        if not self._items:
+            raise ChannelClosed(f"channel {self.name!r} is closed and drained")
+        item, put_at = self._items.popleft()
+        self._notify()
+        return item, time.monotonic() - put_at
+
+    async def _wait(self) -> None:
+        # Every waiter re-checks its own condition after a wake-up; one event per waiter keeps
+        # wake-ups synchronous (close() needs no running task) and cancellation lossless.
+        event = asyncio.Event()
+        self._waiters.add(event)
+        try:
+            await event.wait()
+        finally:
+            self._waiters.discard(event)
+
+    def _notify(self) -> None:
+        for event in self._waiters:
+            event.set()

@@ -1,0 +1,125 @@
+"""DecodeStage: one per stream; pulls packets from a source, decodes them, emits Frames.
+
+Every frame the stream delivers is counted as received here, and every one that fails to
+decode is counted as ``decode_error`` here, so the rest of the pipeline only has to account for
+the frames it was given.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Protocol
+
+import av
+import torch
+
+from pipelines.channel import Channel
+from pipelines.decode.pyav import DecodedPicture
+from pipelines.errors import DecodeError
+from pipelines.frame import Frame
+from pipelines.metrics import PipelineMetrics
+from pipelines.stage import Stage
+
+log = logging.getLogger(__name__)
+
+
+class PacketSource(Protocol):
+    stream_id: str
+    live: bool
+
+    @property
+    def frame_count(self) -> int | None: ...
+
+    def packets(self) -> Iterator[av.Packet]: ...
+
+    def close(self) -> None: ...
+
+
+class PictureDecoder(Protocol):
+    def decode(self, packet: av.Packet) -> list[DecodedPicture]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class DecodeStep:
+    """What one call into the decoder thread produced."""
+
+    captured_at: float
+    pictures: list[DecodedPicture] = field(default_factory=list)
+    errors: int = 0
+    ended: bool = False
+
+
+class DecodeStage(Stage):
+    def __init__(self, source: PacketSource, decoder: PictureDecoder, output: Channel[Frame],
+                 metrics: PipelineMetrics) -> None:
+        super().__init__("decode", metrics, worker_name=f"decode-{source.stream_id}")
+        self.source = source
+        self.decoder = decoder
+        self.output = output
+        self.stream_id = source.stream_id
+        self.decoded = 0
+        self.decode_errors = 0
+        self._packets: Iterator[av.Packet] | None = None
+
+    async def run(self) -> None:
+        index = 0
+        try:
+            while not self._stopping:
+                step, _ = await self.call(self._step)
+                for picture in step.pictures:
+                    frame = Frame(self.stream_id, index, picture.pts, step.captured_at,
+                                  torch.from_numpy(picture.image))
+                    index += 1
+                    self.decoded += 1
+                    self.metrics.frame_received(self.stream_id)
+                    await self.output.put(frame)
+                self._count_errors(step.errors)
+                index += step.errors
+                if step.ended:
+                    self._count_missing()
+                    break
+        finally:
+            self.output.close()
+
+    def _step(self) -> DecodeStep:
+        """Read packets until at least one picture comes out, a packet fails, or the stream ends."""
+        if self._packets is None:
+            self._packets = self.source.packets()
+        step = DecodeStep(captured_at=time.monotonic())
+        for packet in self._packets:
+            try:
+                step.pictures.extend(self.decoder.decode(packet))
+            except DecodeError as e:
+                log.debug("%s: %s", self.stream_id, e)
+                step.errors += 1
+            if step.pictures or step.errors:
+                return step
+        step.ended = True
+        return step
+
+    def _count_errors(self, count: int) -> None:
+        for _ in range(count):
+            self.metrics.frame_received(self.stream_id)
+        if count:
+            self.decode_errors += count
+            self.metrics.frame_outcome(self.stream_id, "decode_error", count)
+
+    def _count_missing(self) -> None:
+        """A truncated file declares more frames than it delivers: count the rest as errors."""
+        declared = self.source.frame_count
+        seen = self.decoded + self.decode_errors
+        if declared is not None and declared > seen:
+            missing = declared - seen
+            log.warning("%s: %d of %d declared frames could not be decoded (truncated or "
+                        "corrupt file); counted as decode_error", self.stream_id,
+                        missing + self.decode_errors, declared)
+            self._count_errors(missing)
+
+    def close(self) -> None:
+        super().close()
+        self.decoder.close()
+        self.source.close()

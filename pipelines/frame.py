@@ -1,0 +1,149 @@
+"""The types that flow through a pipeline: Frame -> Batch -> Detections -> Result.
+
+They are small dataclasses that check their own shapes, so a backend that returns the wrong
+thing fails where it returns it, with a message that says what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from pipelines.preprocess.letterbox import Letterbox
+
+
+@dataclass(slots=True)
+class Frame:
+    """One decoded picture of one stream.
+
+    ``image`` is HWC uint8 RGB on the device of the stage that made it; on the CPU it wraps the
+    decoder's numpy array without a copy. ``None`` once a stage has released the pixels and only
+    the metadata travels on. ``ready`` is the CUDA event that marks the image as written, or None.
+    """
+
+    stream_id: str
+    index: int
+    pts: float | None
+    captured_at: float
+    image: torch.Tensor | None
+    ready: Any = None
+
+    def __post_init__(self) -> None:
+        if self.index < 0:
+            raise ValueError(f"frame index must be >= 0, got {self.index}")
+        if self.image is not None:
+            if self.image.ndim != 3 or self.image.shape[2] != 3:
+                raise ValueError(f"Frame.image must be (H, W, 3), got {tuple(self.image.shape)}")
+            if self.image.dtype != torch.uint8:
+                raise ValueError(f"Frame.image must be uint8, got {self.image.dtype}")
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of the image, in pixels."""
+        if self.image is None:
+            raise ValueError(f"frame {self.stream_id}#{self.index} no longer holds its image")
+        return int(self.image.shape[1]), int(self.image.shape[0])
+
+    def without_image(self) -> Frame:
+        """The same frame's metadata, with the pixels released."""
+        return dataclasses.replace(self, image=None, ready=None)
+
+
+@dataclass(slots=True)
+class Batch:
+    """Frames prepared for the model: one input tensor and the letterbox of each frame.
+
+    ``tensor`` is laid out as the model wants it (NCHW float, or NHWC uint8). ``outputs`` is
+    filled by the inference stage with the model's raw outputs, keyed by output name.
+    """
+
+    frames: list[Frame]
+    tensor: torch.Tensor
+    letterboxes: list[Letterbox]
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.frames)
+        if n == 0:
+            raise ValueError("a Batch needs at least one frame")
+        if self.tensor.ndim != 4 or self.tensor.shape[0] != n:
+            raise ValueError(
+                f"Batch.tensor must be 4-D with {n} items first, got {tuple(self.tensor.shape)}"
+            )
+        if len(self.letterboxes) != n:
+            raise ValueError(f"Batch has {n} frames but {len(self.letterboxes)} letterboxes")
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    @classmethod
+    def concat(cls, batches: Sequence[Batch]) -> Batch:
+        """Join batches (from any streams) into one, in order."""
+        if len(batches) == 1:
+            return batches[0]
+        return cls(
+            frames=[f for b in batches for f in b.frames],
+            tensor=torch.cat([b.tensor for b in batches]),
+            letterboxes=[lb for b in batches for lb in b.letterboxes],
+        )
+
+
+@dataclass(slots=True)
+class Detections:
+    """Boxes of one frame as a struct of arrays, in source-image pixels.
+
+    ``xyxy`` (N, 4) float32, ``score`` (N,) float32, ``class_id`` (N,) int32, ``track_id`` (N,)
+    int32 with -1 for boxes no tracker has named.
+    """
+
+    xyxy: np.ndarray
+    score: np.ndarray
+    class_id: np.ndarray
+    track_id: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.xyxy = np.asarray(self.xyxy, dtype=np.float32)
+        if self.xyxy.ndim != 2 or self.xyxy.shape[1] != 4:
+            raise ValueError(f"xyxy must be (N, 4), got {self.xyxy.shape}")
+        n = self.xyxy.shape[0]
+        self.score = np.asarray(self.score, dtype=np.float32)
+        self.class_id = np.asarray(self.class_id, dtype=np.int32)
+        if self.track_id is None:
+            self.track_id = np.full(n, -1, dtype=np.int32)
+        self.track_id = np.asarray(self.track_id, dtype=np.int32)
+        for name in ("score", "class_id", "track_id"):
+            shape = getattr(self, name).shape
+            if shape != (n,):
+                raise ValueError(f"{name} must be ({n},) to match xyxy, got {shape}")
+
+    @classmethod
+    def empty(cls) -> Detections:
+        return cls(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32))
+
+    def __len__(self) -> int:
+        return int(self.xyxy.shape[0])
+
+    def __getitem__(self, index: Any) -> Detections:
+        """Select boxes by boolean mask, slice or index array; the result is always Detections."""
+        if isinstance(index, (int, np.integer)):
+            index = slice(int(index), int(index) + 1 or None)
+        return Detections(
+            self.xyxy[index], self.score[index], self.class_id[index], self.track_id[index]
+        )
+
+
+@dataclass(slots=True)
+class Result:
+    """What the pipeline says about one frame: its metadata, its boxes, and where its time went.
+
+    ``timings`` maps a stage name to the seconds that stage spent on this frame (for a batched
+    stage, on the whole batch the frame was part of).
+    """
+
+    frame: Frame
+    detections: Detections
+    timings: dict[str, float] = field(default_factory=dict)

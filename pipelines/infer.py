@@ -1,0 +1,77 @@
+"""InferStage: batches prepared frames across streams and runs the backend.
+
+Like DeepStream's nvstreammux, it takes up to ``batch_size`` frames from every stream, waiting
+at most ``batch_timeout_ms`` after the first for a batch to fill. A frame older than
+``max_age_s`` when it is taken (live streams only) is dropped as ``dropped_stale`` instead of
+spending inference on a moment that has passed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from models.runtime.base import Backend
+from pipelines.channel import Channel
+from pipelines.errors import ChannelClosed
+from pipelines.frame import Batch
+from pipelines.metrics import PipelineMetrics
+from pipelines.stage import Stage
+
+
+class InferStage(Stage):
+    def __init__(self, backend: Backend, input_name: str, input: Channel[Batch],
+                 output: Channel[Batch], metrics: PipelineMetrics, *, batch_size: int = 4,
+                 batch_timeout_ms: float = 10.0, max_age_s: float | None = None) -> None:
+        super().__init__("infer", metrics)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if batch_timeout_ms < 0:
+            raise ValueError(f"batch_timeout_ms must be >= 0, got {batch_timeout_ms}")
+        self.backend = backend
+        self.input_name = input_name
+        self.input = input
+        self.output = output
+        self.batch_size = batch_size
+        self.batch_timeout_s = batch_timeout_ms / 1000.0
+        self.max_age_s = max_age_s
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    taken = await self.input.get_batch(self.batch_size, self.batch_timeout_s)
+                except ChannelClosed:
+                    return
+                fresh = self._fresh([item for item, _ in taken])
+                for _, waited in taken:
+                    self.metrics.observe_wait(self.name, waited)
+                if not fresh:
+                    continue
+                batch = Batch.concat(fresh)
+                self.metrics.observe_batch(len(batch))
+                outputs, _ = await self.call(self._infer, batch)
+                batch.outputs = outputs
+                await self.output.put(batch)
+        finally:
+            self.output.close()
+
+    def _fresh(self, batches: list[Batch]) -> list[Batch]:
+        if self.max_age_s is None:
+            return batches
+        now = time.monotonic()
+        fresh = []
+        for item in batches:
+            if now - item.frames[0].captured_at > self.max_age_s:
+                self.input.drop(item, "dropped_stale")
+            else:
+                fresh.append(item)
+        return fresh
+
+    def _infer(self, batch: Batch) -> dict[str, np.ndarray]:
+        return self.backend.infer({self.input_name: batch.tensor.numpy()})
+
+    def close(self) -> None:
+        super().close()
+        self.backend.close()

@@ -1,0 +1,174 @@
+"""The pipeline's measurements: Prometheus collectors on an injected registry, plus recent
+samples kept in memory so the CLI and the API can print exact quantiles.
+
+Metric names are a contract (docs/ARCHITECTURE.md): the dashboard, Grafana and tests read them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter as PromCounter, Gauge, Histogram
+
+OUTCOMES: tuple[str, ...] = (
+    "processed", "dropped_full", "dropped_stale", "dropped_stopped", "decode_error",
+)
+_SECONDS_BUCKETS = (
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+)
+_BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
+class Samples:
+    """The most recent observations of one quantity, for quantiles; thread-safe, bounded."""
+
+    def __init__(self, maxlen: int) -> None:
+        self._values: deque[float] = deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+        self.count = 0
+        self.total = 0.0
+
+    def add(self, value: float) -> None:
+        with self._lock:
+            self._values.append(value)
+            self.count += 1
+            self.total += value
+
+    def quantiles(self, qs: Iterable[float]) -> list[float]:
+        """Quantiles (0..1) of the kept samples; NaN when there are none."""
+        with self._lock:
+            values = np.fromiter(self._values, dtype=np.float64)
+        qs = list(qs)
+        if values.size == 0:
+            return [float("nan")] * len(qs)
+        return [float(v) for v in np.quantile(values, qs)]
+
+    def values(self) -> np.ndarray:
+        with self._lock:
+            return np.fromiter(self._values, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class StageSummary:
+    stage: str
+    instances: int
+    items: int
+    busy: float  # fraction of wall time the stage's workers spent working, 0..1
+    work_ms: tuple[float, float, float]  # p50, p95, p99
+    wait_ms: tuple[float, float, float]
+
+
+class PipelineMetrics:
+    """Everything a pipeline measures. One instance per registry; pipelines may share it."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, window: int = 20_000) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._window = window
+        self.started_at = time.monotonic()
+        r = self.registry
+        self._stage = Histogram("vidpipe_stage_seconds", "Work time per item (per batch for "
+                                "batched stages)", ["stage"], registry=r, buckets=_SECONDS_BUCKETS)
+        self._wait = Histogram("vidpipe_stage_wait_seconds", "Time an item waited in the stage's "
+                               "input channel", ["stage"], registry=r, buckets=_SECONDS_BUCKETS)
+        self._depth = Gauge("vidpipe_channel_depth", "Items in a channel", ["channel"], registry=r)
+        self._capacity = Gauge("vidpipe_channel_capacity", "Capacity of a channel", ["channel"],
+                               registry=r)
+        self._frames = PromCounter("vidpipe_frames_total", "Frames by final outcome",
+                                   ["stream", "outcome"], registry=r)
+        self._latency = Histogram("vidpipe_frame_latency_seconds", "Capture to result, end to "
+                                  "end", ["stream"], registry=r, buckets=_SECONDS_BUCKETS)
+        self._batch = Histogram("vidpipe_batch_size", "Frames per inference batch", registry=r,
+                                buckets=_BATCH_BUCKETS)
+        self._detections = PromCounter("vidpipe_detections_total", "Boxes emitted",
+                                       ["stream", "class_name"], registry=r)
+        self._up = Gauge("vidpipe_stream_up", "1 while the stream delivers frames", ["stream"],
+                         registry=r)
+        self._reconnects = PromCounter("vidpipe_stream_reconnects_total", "Reconnections of a "
+                                       "stream's source", ["stream"], registry=r)
+        self.stage_work: dict[str, Samples] = defaultdict(self._samples)
+        self.stage_waits: dict[str, Samples] = defaultdict(self._samples)
+        self.stage_instances: Counter[str] = Counter()
+        self.latency: dict[str, Samples] = defaultdict(self._samples)
+        self.batch_sizes: Counter[int] = Counter()
+        self.received: Counter[str] = Counter()
+        self.outcomes: dict[str, Counter[str]] = defaultdict(Counter)
+        self._lock = threading.Lock()
+
+    def _samples(self) -> Samples:
+        return Samples(self._window)
+
+    # -- recording ---------------------------------------------------------------------------
+    def register_stage(self, stage: str) -> None:
+        self.stage_instances[stage] += 1
+
+    def register_channel(self, name: str, capacity: int, depth: Callable[[], float]) -> None:
+        self._capacity.labels(name).set(capacity)
+        self._depth.labels(name).set_function(depth)
+
+    def observe_stage(self, stage: str, seconds: float) -> None:
+        self._stage.labels(stage).observe(seconds)
+        self.stage_work[stage].add(seconds)
+
+    def observe_wait(self, stage: str, seconds: float) -> None:
+        self._wait.labels(stage).observe(seconds)
+        self.stage_waits[stage].add(seconds)
+
+    def frame_received(self, stream: str) -> None:
+        with self._lock:
+            self.received[stream] += 1
+
+    def frame_outcome(self, stream: str, outcome: str, count: int = 1) -> None:
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
+        self._frames.labels(stream, outcome).inc(count)
+        with self._lock:
+            self.outcomes[stream][outcome] += count
+
+    def observe_latency(self, stream: str, seconds: float) -> None:
+        self._latency.labels(stream).observe(seconds)
+        self.latency[stream].add(seconds)
+
+    def observe_batch(self, size: int) -> None:
+        self._batch.observe(size)
+        with self._lock:
+            self.batch_sizes[size] += 1
+
+    def count_detections(self, stream: str, class_name: str, count: int) -> None:
+        self._detections.labels(stream, class_name).inc(count)
+
+    def set_stream_up(self, stream: str, up: bool) -> None:
+        self._up.labels(stream).set(1.0 if up else 0.0)
+
+    def count_reconnect(self, stream: str) -> None:
+        self._reconnects.labels(stream).inc()
+
+    # -- reading -----------------------------------------------------------------------------
+    def stage_summaries(self, wall_s: float | None = None) -> list[StageSummary]:
+        """One row per stage, in the order stages registered."""
+        wall = wall_s if wall_s is not None else time.monotonic() - self.started_at
+        rows = []
+        for stage, instances in self.stage_instances.items():
+            work = self.stage_work[stage]
+            waits = self.stage_waits[stage]
+            busy = work.total / (wall * instances) if wall > 0 else 0.0
+            rows.append(StageSummary(
+                stage, instances, work.count, min(busy, 1.0),
+                _ms(work.quantiles((0.5, 0.95, 0.99))), _ms(waits.quantiles((0.5, 0.95, 0.99))),
+            ))
+        return rows
+
+    def unaccounted(self, stream: str) -> int:
+        """Frames received but neither emitted nor dropped: 0 once a stream has finished."""
+        with self._lock:
+            return self.received[stream] - sum(self.outcomes[stream].values())
+
+
+def _ms(values: list[float]) -> tuple[float, float, float]:
+    a, b, c = (v * 1000.0 for v in values)
+    return a, b, c

@@ -1,0 +1,117 @@
+"""CPU preprocessing with OpenCV: letterbox, colour order, normalisation and layout.
+
+This runs once per frame at 720p and more, so it writes straight into its final buffers:
+``cv2.resize`` draws into the middle of a canvas (only the padding bands are filled), the
+colour swap happens in place, and the float conversion writes each channel plane with
+``out=``. The batch tensor is allocated once per call and each frame is written into its slot,
+so ``prepare_many`` does no concatenation copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+import torch
+
+from models.spec import InputSpec
+from pipelines.frame import Batch, Frame
+from pipelines.preprocess.letterbox import Letterbox
+
+
+class OpenCVPreprocessor:
+    """Turns RGB frames into the input tensor ``spec`` describes.
+
+    Passive and synchronous: it starts no threads. It keeps one scratch canvas between calls,
+    so one instance serves one thread (the preprocess stage's worker).
+    """
+
+    def __init__(self, spec: InputSpec) -> None:
+        self.spec = spec
+        self._size = (spec.width, spec.height)
+        self._is_float = spec.dtype == "float32"
+        self._nhwc = spec.layout == "NHWC"
+        self._swap_rb = spec.color == "BGR"
+        std = np.asarray(spec.std, dtype=np.float64)
+        # (pixel / 255 - mean) / std == pixel * gain - bias, per channel in model colour order
+        self._gain = (1.0 / (255.0 * std)).astype(np.float32)
+        self._bias = (np.asarray(spec.mean, dtype=np.float64) / std).astype(np.float32)
+        # NHWC float: one row of interleaved factors makes the per-channel broadcast a plain
+        # row-by-row multiply, which numpy does several times faster than a (..., 3) broadcast
+        self._gain_row = np.tile(self._gain, spec.width)
+        self._bias_row = np.tile(self._bias, spec.width)
+        self._canvas = np.empty((spec.height, spec.width, 3), dtype=np.uint8)
+
+    def prepare(self, frame: Frame) -> Batch:
+        """A Batch of one frame."""
+        return self.prepare_many([frame])
+
+    def prepare_many(self, frames: Sequence[Frame]) -> Batch:
+        """A Batch of the frames, in order; frames may differ in size."""
+        if not frames:
+            raise ValueError("prepare_many needs at least one frame, got none")
+        tensor = np.empty(self._batch_shape(len(frames)), dtype=self.spec.dtype)
+        letterboxes = [self._prepare_into(frame, tensor[i]) for i, frame in enumerate(frames)]
+        return Batch(frames=list(frames), tensor=torch.from_numpy(tensor),
+                     letterboxes=letterboxes)
+
+    def _batch_shape(self, n: int) -> tuple[int, int, int, int]:
+        w, h = self._size
+        return (n, h, w, 3) if self._nhwc else (n, 3, h, w)
+
+    def _prepare_into(self, frame: Frame, out: np.ndarray) -> Letterbox:
+        """Write one frame into its slot ``out`` of the batch tensor; returns its letterbox."""
+        image = _source_pixels(frame)
+        letterbox = Letterbox.fit(frame.size, self._size, self.spec.resize)
+        # uint8 NHWC RGB is the canvas itself; every other form is converted from the canvas
+        direct = self._nhwc and not self._is_float
+        canvas = out if direct else self._canvas
+        self._draw_letterbox(image, letterbox, canvas)
+        if self._swap_rb:
+            cv2.cvtColor(canvas, cv2.COLOR_RGB2BGR, dst=canvas)
+        if not direct:
+            self._convert(canvas, out)
+        return letterbox
+
+    def _draw_letterbox(self, image: np.ndarray, letterbox: Letterbox, canvas: np.ndarray) -> None:
+        """Resize ``image`` into the canvas where the letterbox places it; pad the rest."""
+        new_w, new_h = letterbox.resized
+        x0, y0 = int(letterbox.pad_x), int(letterbox.pad_y)
+        x1, y1 = x0 + new_w, y0 + new_h
+        pad = self.spec.pad_value
+        canvas[:y0] = pad
+        canvas[y1:] = pad
+        canvas[y0:y1, :x0] = pad
+        canvas[y0:y1, x1:] = pad
+        # INTER_AREA averages all source pixels when shrinking a lot; bilinear would alias
+        shrink = min(letterbox.scale_x, letterbox.scale_y)
+        interpolation = cv2.INTER_AREA if shrink < 0.5 else cv2.INTER_LINEAR
+        cv2.resize(image, (new_w, new_h), dst=canvas[y0:y1, x0:x1], interpolation=interpolation)
+
+    def _convert(self, canvas: np.ndarray, out: np.ndarray) -> None:
+        """Canvas (HWC uint8, model colour order) into ``out`` in the model's dtype and layout."""
+        if not self._is_float:  # uint8 NCHW: de-interleave only
+            for c in range(3):
+                np.copyto(out[c], canvas[..., c])
+        elif self._nhwc:
+            rows, flat = canvas.reshape(canvas.shape[0], -1), out.reshape(out.shape[0], -1)
+            np.multiply(rows, self._gain_row, out=flat, dtype=np.float32)
+            np.subtract(flat, self._bias_row, out=flat)
+        else:
+            for c in range(3):
+                np.multiply(canvas[..., c], self._gain[c], out=out[c], dtype=np.float32)
+                np.subtract(out[c], self._bias[c], out=out[c])
+
+
+def _source_pixels(frame: Frame) -> np.ndarray:
+    """The frame's pixels as a C-contiguous numpy array, without a copy when possible."""
+    if frame.image is None:
+        raise ValueError(f"frame {frame.stream_id}#{frame.index} has no image to preprocess")
+    if frame.image.device.type != "cpu":
+        raise ValueError(
+            f"OpenCVPreprocessor needs frames on the CPU, got {frame.stream_id}#{frame.index} "
+            f"on {frame.image.device}; use the CV-CUDA preprocessor for GPU frames"
+        )
+    # OpenCV reads row-strided views but not arbitrary strides (e.g. a flipped view)
+    return np.ascontiguousarray(frame.image.numpy())

@@ -1,0 +1,62 @@
+"""SinkStage: hands each Result to every sink, then counts the frame as processed.
+
+A frame is ``processed`` once every sink has it; its end-to-end latency runs from capture to
+that moment. The sinks belong to whoever built the pipeline: only they know whether the run
+succeeded, and so whether to commit or discard what the sinks wrote.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Protocol, Sequence
+
+from models.spec import ModelSpec
+from pipelines.channel import Channel
+from pipelines.errors import ChannelClosed
+from pipelines.frame import Result
+from pipelines.metrics import PipelineMetrics
+from pipelines.stage import Stage
+
+
+class Sink(Protocol):
+    """Where results go. ``close(commit=False)`` discards what was written (a failed run)."""
+
+    wants_images: bool
+
+    def write(self, result: Result) -> None: ...
+
+    def close(self, commit: bool = True) -> None: ...
+
+
+class SinkStage(Stage):
+    def __init__(self, sinks: Sequence[Sink], spec: ModelSpec, input: Channel[Result],
+                 metrics: PipelineMetrics) -> None:
+        super().__init__("sink", metrics)
+        self.sinks = list(sinks)
+        self.spec = spec
+        self.input = input
+        self.emitted: Counter[str] = Counter()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                result, waited = await self.input.get_timed()
+            except ChannelClosed:
+                return
+            self.metrics.observe_wait(self.name, waited)
+            await self.call(self._write, result)
+            self._account(result)
+
+    def _write(self, result: Result) -> None:
+        for sink in self.sinks:
+            sink.write(result)
+
+    def _account(self, result: Result) -> None:
+        stream = result.frame.stream_id
+        self.metrics.observe_latency(stream, time.monotonic() - result.frame.captured_at)
+        self.metrics.frame_outcome(stream, "processed")
+        self.emitted[stream] += 1
+        for class_id, count in Counter(result.detections.class_id.tolist()).items():
+            self.metrics.count_detections(stream, self.spec.label(class_id), count)
+

@@ -1,0 +1,97 @@
+"""FileSource: packets of the video stream of a local file, demuxed by PyAV (FFmpeg).
+
+A source only demuxes; a decoder (PyAV on the CPU, NVDEC on a GPU) turns its packets into
+frames. The same split serves RTSP, where the source also owns timeouts and reconnection.
+"""
+
+from __future__ import annotations
+
+import logging
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+import av
+
+from pipelines.errors import SourceError
+
+log = logging.getLogger(__name__)
+
+
+class FileSource:
+    """An open video file. Use as a context manager; ``close()`` is idempotent."""
+
+    live = False
+
+    def __init__(self, path: str | Path, stream_id: str | None = None) -> None:
+        self.path = Path(path)
+        self.stream_id = stream_id or self.path.stem
+        if not self.path.exists():
+            raise SourceError(f"{self.path}: no such file")
+        if not self.path.is_file():
+            raise SourceError(f"{self.path}: not a file (expected a video file)")
+        try:
+            self._container = av.open(str(self.path), mode="r")
+        except av.FFmpegError as e:
+            raise SourceError(f"{self.path}: not a video FFmpeg can read ({_reason(e)})") from e
+        if not self._container.streams.video:
+            self._container.close()
+            raise SourceError(f"{self.path}: has no video stream (expected a video file)")
+        self.video = self._container.streams.video[0]
+        if self.video.codec_context is None or self.video.codec_context.width == 0:
+            self._container.close()
+            raise SourceError(f"{self.path}: the video stream has no decodable picture size")
+        self._closed = False
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.video.codec_context.width, self.video.codec_context.height
+
+    @property
+    def fps(self) -> float:
+        rate = self.video.average_rate or self.video.guessed_rate or Fraction(30)
+        return float(rate)
+
+    @property
+    def frame_count(self) -> int | None:
+        """Frames the container declares, or None when it does not say."""
+        return int(self.video.frames) or None
+
+    @property
+    def time_base(self) -> Fraction:
+        return self.video.time_base or Fraction(1, 90_000)
+
+    def packets(self) -> Iterator[av.Packet]:
+        """Packets of the video stream, ending with the flush packet. A container that breaks
+        off (a truncated file) ends the iteration; the missing frames are the caller's count."""
+        demuxer = self._container.demux(self.video)
+        while True:
+            try:
+                packet = next(demuxer)
+            except StopIteration:
+                return
+            except av.FFmpegError as e:
+                log.warning("%s: demuxing stopped early: %s", self.path, _reason(e))
+                return
+            yield packet
+
+    def describe(self) -> str:
+        w, h = self.size
+        count = self.frame_count
+        return (f"{self.path.name}: {self.video.codec_context.name} {w}x{h} "
+                f"{self.fps:.2f} fps, {count if count is not None else 'unknown'} frames")
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._container.close()
+
+    def __enter__(self) -> FileSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _reason(error: Exception) -> str:
+    return getattr(error, "strerror", None) or str(error)

@@ -1,0 +1,71 @@
+"""Stage: one step of a pipeline, with one Worker thread that does its heavy work.
+
+The event loop only moves items between channels; every decode, resize, inference or write runs
+on the stage's own thread, so stages overlap on separate cores (FFmpeg, OpenCV and ONNX Runtime
+release the GIL). One thread per stage also keeps a CUDA context and stream with the thread that
+uses them.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, TypeVar
+
+from pipelines.metrics import PipelineMetrics
+
+R = TypeVar("R")
+
+
+class Worker:
+    """A single thread that runs a stage's calls one at a time, and times them."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"vidpipe-{name}")
+
+    async def run(self, fn: Callable[..., R], *args: object) -> tuple[R, float]:
+        """Run ``fn(*args)`` on the worker thread; return its result and the seconds it took
+        there (the time on the thread, not counting the hand-over)."""
+        def timed() -> tuple[R, float]:
+            start = time.perf_counter()
+            result = fn(*args)
+            return result, time.perf_counter() - start
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, timed)
+
+    def close(self) -> None:
+        """Wait for the call in progress, if any, then end the thread. Idempotent."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+class Stage(abc.ABC):
+    """A pipeline step. Subclasses implement ``run``: read input channel(s), call into the
+    worker, write output channel(s), and close their outputs when their input ends."""
+
+    def __init__(self, name: str, metrics: PipelineMetrics, *, worker_name: str | None = None):
+        self.name = name
+        self.metrics = metrics
+        self.worker = Worker(worker_name or name)
+        self._stopping = False
+        metrics.register_stage(name)
+
+    @abc.abstractmethod
+    async def run(self) -> None:
+        """Process items until the input ends (or, for a source, until stop is requested)."""
+
+    def request_stop(self) -> None:
+        """Ask a source stage to stop producing; the rest of the pipeline then drains."""
+        self._stopping = True
+
+    async def call(self, fn: Callable[..., R], *args: object) -> tuple[R, float]:
+        """Run ``fn`` on this stage's worker and record its work time under the stage's name."""
+        result, seconds = await self.worker.run(fn, *args)
+        self.metrics.observe_stage(self.name, seconds)
+        return result, seconds
+
+    def close(self) -> None:
+        """Release the worker thread and anything the stage holds. Idempotent."""
+        self.worker.close()

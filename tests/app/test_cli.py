@@ -1,0 +1,187 @@
+"""`vidpipe run` from the outside: outputs, several streams, and bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from app.cli import cli
+
+runner = CliRunner()
+
+
+def vidpipe(*args):
+    result = runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def read_jsonl(path: Path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def decoded_frames(path: Path) -> int:
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+def test_run_writes_one_line_per_frame_in_order_and_an_annotated_video(small_clip, tmp_path):
+    code, output = vidpipe("run", small_clip, "--out", tmp_path, "--annotate")
+    assert code == 0, output
+    lines = read_jsonl(tmp_path / "detections.jsonl")
+    assert [line["frame"] for line in lines] == list(range(60))
+    assert all(line["stream"] == "small" for line in lines)
+    assert lines[1]["pts"] == pytest.approx(1 / 30, abs=1e-4)
+    assert decoded_frames(tmp_path / "annotated.mp4") == 60
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["streams"]["small"]["outcomes"] == {"processed": 60}
+    assert {s["stage"] for s in summary["stages"]} == {
+        "decode", "preprocess", "infer", "postprocess", "sink"}
+    for word in ("Per-stage latency", "infer", "p99", "Streams"):
+        assert word in output
+    assert not list(tmp_path.glob(".*partial"))
+
+
+@pytest.mark.parametrize("copies", [2, 4])
+def test_several_clips_at_once_every_frame_accounted_and_batched(small_clip, wide_clip,
+                                                                 tmp_path, copies):
+    clips = [small_clip, wide_clip] * (copies // 2)
+    code, output = vidpipe("run", *clips, "--out", tmp_path, "--batch-size", 4,
+                           "--batch-timeout-ms", 50)
+    assert code == 0, output
+    lines = read_jsonl(tmp_path / "detections.jsonl")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    expected = {"small": 60, "wide": 45, "small-2": 60, "wide-2": 45}
+    expected = dict(list(expected.items())[:copies])
+    assert set(summary["streams"]) == set(expected)
+    for sid, frames in expected.items():
+        assert [x["frame"] for x in lines if x["stream"] == sid] == list(range(frames))
+        assert summary["streams"][sid]["received"] == frames
+        assert summary["streams"][sid]["outcomes"] == {"processed": frames}
+    assert any(int(size) > 1 for size in summary["batch_sizes"])
+
+
+def tiny_yolov8(path: Path, box_xyxy, class_id: int, size=(64, 48), classes=3) -> Path:
+    """A yolov8-format ONNX whose output is one fixed box (input pixels) plus the input's mean
+    times zero, so the graph really depends on its input."""
+    w, h = size
+    n = 8
+    pred = np.zeros((1, 4 + classes, n), np.float32)
+    x1, y1, x2, y2 = box_xyxy
+    pred[0, :4, 0] = [(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1]
+    pred[0, 4 + class_id, 0] = 0.9
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0),
+        helper.make_node("Mul", ["m", "zero"], ["z"]),
+        helper.make_node("Add", ["pred", "z"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, h, w])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4 + classes, n])],
+        initializer=[helper.make_tensor("pred", TensorProto.FLOAT, pred.shape, pred.ravel()),
+                     helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_users_yolov8_onnx_runs_with_format_and_classes(wide_clip, tmp_path):
+    # wide_clip is 400x160; into a 64x48 input the letterbox scale is 0.16 with 11.2 px of
+    # vertical padding. A box at input (16, 16)-(32, 24) is source (100, 30)-(200, 80).
+    model = tiny_yolov8(tmp_path / "tiny.onnx", (16, 16 + 0, 32, 24), class_id=2)
+    names = tmp_path / "names.txt"
+    names.write_text("cat\ndog\nbird\n")
+    code, output = vidpipe("run", wide_clip, "--model", model, "--format", "yolov8",
+                           "--classes", names, "--out", tmp_path / "out", "--batch-size", 1)
+    assert code == 0, output
+    lines = read_jsonl(tmp_path / "out" / "detections.jsonl")
+    assert len(lines) == 45
+    det = lines[0]["detections"]
+    assert [d["label"] for d in det] == ["bird"]
+    scale, pad_y = 64 / 400, (48 - round(160 * 64 / 400)) // 2
+    expected = [16 / scale, (16 - pad_y) / scale, 32 / scale, (24 - pad_y) / scale]
+    assert det[0]["box"] == pytest.approx(expected, abs=0.05)
+
+
+def test_a_truncated_video_processes_what_decodes_and_counts_the_rest(small_clip, tmp_path):
+    faststart = tmp_path / "fast.mp4"
+    with av.open(str(small_clip)) as src, av.open(str(faststart), "w",
+                                                  options={"movflags": "faststart"}) as dst:
+        stream = dst.add_stream_from_template(src.streams.video[0])
+        for packet in src.demux(src.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = stream
+                dst.mux(packet)
+    data = faststart.read_bytes()
+    truncated = tmp_path / "truncated.mp4"
+    truncated.write_bytes(data[: len(data) * 2 // 3])
+    code, output = vidpipe("run", truncated, "--out", tmp_path / "out")
+    assert code == 0, output
+    assert "decode_error" in output and "truncated" in output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    outcomes = summary["streams"]["truncated"]["outcomes"]
+    assert 0 < outcomes["processed"] < 60
+    assert outcomes["processed"] + outcomes["decode_error"] == 60
+    lines = read_jsonl(tmp_path / "out" / "detections.jsonl")
+    assert len(lines) == outcomes["processed"]
+
+
+def bad_inputs(tmp: Path, clip: Path):
+    text = tmp / "notes.mp4"
+    text.write_text("not a video\n")
+    not_onnx = tmp / "model.onnx"
+    not_onnx.write_text("not a model\n")
+    ssd = Path("models/zoo/ssdlite-person/model.onnx")
+    names = tmp / "names.txt"
+    names.write_text("person\n")
+    return {
+        "missing file": (["run", tmp / "nope.mp4"], "no such file"),
+        "not a video": (["run", text], "not a video"),
+        "not onnx": (["run", clip, "--model", not_onnx, "--format", "yolov8"], "not an ONNX"),
+        "mismatched model": (["run", clip, "--model", ssd, "--format", "yolov8",
+                              "--classes", names, "--input-size", "300x300"], "yolov8 expects"),
+        "unknown zoo name": (["run", clip, "--model", "nosuchmodel"], "zoo"),
+        "unknown device": (["run", clip, "--device", "tpu"], "unknown device 'tpu'"),
+        "no GPU backends": (["run", clip, "--device", "cuda:0"], "cuda:0"),
+        "bad batch size": (["run", clip, "--batch-size", "0"], "batch size"),
+        "bad input size": (["run", clip, "--model", not_onnx, "--format", "yolov8",
+                            "--input-size", "big"], "--input-size"),
+    }
+
+
+@pytest.mark.parametrize("case", [
+    "missing file", "not a video", "not onnx", "mismatched model", "unknown zoo name",
+    "unknown device", "no GPU backends", "bad batch size", "bad input size"])
+def test_bad_input_is_one_clear_line_and_exit_2_with_no_output_left(case, small_clip, tmp_path):
+    args, expected = bad_inputs(tmp_path, small_clip)[case]
+    out = tmp_path / "out"
+    code, output = vidpipe(*args, "--out", out)
+    assert code == 2, output
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and expected in errors[0], output
+    assert "Traceback" not in output
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_console_script_exits_2_without_a_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "run", str(tmp_path / "x.mp4")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "no such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_explains_every_option():
+    code, output = vidpipe("run", "--help")
+    assert code == 0
+    for option in ("--model", "--format", "--classes", "--device", "--out", "--batch-size",
+                   "--batch-timeout-ms", "--annotate", "--metrics-port", "--infer-threads"):
+        assert option in output

@@ -1,0 +1,137 @@
+"""The engine with fakes: accounting invariant, overlap of stages, batching across streams."""
+
+import asyncio
+import time
+
+import pytest
+
+from pipelines.build import PipelineOptions, wire_pipeline
+from pipelines.metrics import OUTCOMES, PipelineMetrics
+from tests.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
+
+
+def build(sources, backend, *, decoder=None, sink=None, batch_size=4, policy=None,
+          capacity=4, timeout_ms=5.0):
+    metrics = PipelineMetrics()
+    sink = sink or ListSink()
+    options = PipelineOptions(batch_size=batch_size, policy=policy, capacity=capacity,
+                              batch_timeout_ms=timeout_ms)
+    pipeline = wire_pipeline(sources, lambda s: decoder or FakeDecoder(), backend, "image",
+                             FAKE_SPEC, [sink], metrics, options, batch_size)
+    return pipeline, metrics, sink
+
+
+def assert_books_balance(metrics, stream, frames):
+    outcomes = metrics.outcomes[stream]
+    assert set(outcomes) <= set(OUTCOMES)
+    assert metrics.received[stream] == frames
+    assert sum(outcomes.values()) == frames, dict(outcomes)
+
+
+@pytest.mark.parametrize("policy", ["block", "drop_oldest"])
+def test_every_frame_is_a_result_or_a_counted_drop(policy):
+    # A slow sink behind a fast decoder: under drop_oldest frames must be dropped, and counted.
+    sources = [FakeSource("a", 80), FakeSource("b", 50)]
+    pipeline, metrics, sink = build(sources, FakeBackend(), sink=ListSink(delay=0.004),
+                                    policy=policy, capacity=2)
+    asyncio.run(pipeline.run())
+    for source in sources:
+        assert_books_balance(metrics, source.stream_id, source.frames)
+        emitted = sum(1 for r in sink.results if r.frame.stream_id == source.stream_id)
+        assert emitted == metrics.outcomes[source.stream_id]["processed"]
+    dropped = sum(metrics.outcomes[s.stream_id]["dropped_full"] for s in sources)
+    if policy == "block":
+        assert dropped == 0 and len(sink.results) == 130
+    else:
+        assert dropped > 0
+
+
+def test_results_of_each_stream_come_out_in_order():
+    sources = [FakeSource("a", 40), FakeSource("b", 40), FakeSource("c", 40)]
+    pipeline, _, sink = build(sources, FakeBackend(seconds_per_frame=0.001))
+    asyncio.run(pipeline.run())
+    for sid in "abc":
+        indices = [r.frame.index for r in sink.results if r.frame.stream_id == sid]
+        assert indices == list(range(40))
+
+
+def test_decode_errors_and_missing_frames_are_counted():
+    # 3 packets fail to decode; the container declares 5 more frames than it delivers.
+    source = FakeSource("a", 30, declared=35)
+    pipeline, metrics, sink = build([source], FakeBackend(),
+                                    decoder=FakeDecoder(bad=frozenset({3, 4, 20})))
+    asyncio.run(pipeline.run())
+    assert metrics.outcomes["a"]["decode_error"] == 3 + 5
+    assert metrics.outcomes["a"]["processed"] == 27
+    assert_books_balance(metrics, "a", 35)
+    assert [r.frame.index for r in sink.results][:4] == [0, 1, 2, 5]
+
+
+def test_stages_overlap_so_the_run_takes_the_slower_stage_not_the_sum():
+    frames, decode_s, infer_s = 40, 0.02, 0.03
+    source = FakeSource("a", frames)
+    backend = FakeBackend(seconds_per_frame=infer_s)
+    pipeline, metrics, _ = build([source], backend, decoder=FakeDecoder(decode_s), batch_size=1)
+    start = time.perf_counter()
+    asyncio.run(pipeline.run())
+    elapsed = time.perf_counter() - start
+    sequential = frames * (decode_s + infer_s)  # 2.0 s
+    overlapped = frames * max(decode_s, infer_s)  # 1.2 s
+    assert metrics.outcomes["a"]["processed"] == frames
+    # generous: well below the sum, and not faster than the slower stage allows
+    assert overlapped * 0.95 <= elapsed < overlapped + 0.6 * (sequential - overlapped)
+
+
+def test_frames_of_several_streams_are_batched_together():
+    sources = [FakeSource(s, 30) for s in "abcd"]
+    backend = FakeBackend(seconds_per_batch=0.02)
+    pipeline, metrics, _ = build(sources, backend, batch_size=4, timeout_ms=20)
+    asyncio.run(pipeline.run())
+    assert max(backend.batch_sizes) == 4
+    assert sum(backend.batch_sizes) == 120
+    assert sum(n * c for n, c in metrics.batch_sizes.items()) == 120
+    assert any(n > 1 for n in metrics.batch_sizes)
+
+
+def test_a_failing_stage_fails_the_run_and_closes_everything():
+    class BrokenBackend(FakeBackend):
+        def infer(self, feeds):
+            raise RuntimeError("backend died")
+
+    source = FakeSource("a", 100)
+    backend = BrokenBackend()
+    pipeline, metrics, _ = build([source], backend)
+
+    async def main():
+        await asyncio.wait_for(pipeline.run(), 10)
+
+    with pytest.raises(ExceptionGroup) as info:
+        asyncio.run(main())
+    assert info.group_contains(RuntimeError, match="backend died")
+    assert backend.closed and source.closed
+    # frames read but never finished are counted, not lost
+    assert_books_balance(metrics, "a", metrics.received["a"])
+    assert metrics.outcomes["a"]["dropped_stopped"] > 0
+
+
+@pytest.mark.parametrize("drain", [True, False])
+def test_stop_drains_or_counts_what_was_in_flight(drain):
+    source = FakeSource("a", 10_000)
+    pipeline, metrics, sink = build([source], FakeBackend(seconds_per_frame=0.002))
+
+    async def main():
+        task = asyncio.create_task(pipeline.run())
+        await asyncio.sleep(0.3)
+        await pipeline.stop(drain=drain)
+        if drain:
+            await task
+        else:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+    received = metrics.received["a"]
+    assert 0 < received < 10_000
+    assert_books_balance(metrics, "a", received)
+    if drain:
+        assert metrics.outcomes["a"]["processed"] == received == len(sink.results)
