@@ -88,7 +88,7 @@ def run(
     metrics_port: Annotated[Optional[int], typer.Option(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
     infer_threads: Annotated[Optional[int], typer.Option(
-        "--infer-threads", help="ONNX Runtime threads (default: cores - 1, at least 1).")] = None,
+        "--infer-threads", help="ONNX Runtime threads (default: every core).")] = None,
     decode_threads: Annotated[Optional[int], typer.Option(
         "--decode-threads", help="FFmpeg threads per stream (default 1; 0 = FFmpeg's choice).")]
     = None,

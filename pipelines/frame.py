@@ -23,6 +23,7 @@ class Frame:
     ``image`` is HWC uint8 RGB on the device of the stage that made it; on the CPU it wraps the
     decoder's numpy array without a copy. ``None`` once a stage has released the pixels and only
     the metadata travels on. ``ready`` is the CUDA event that marks the image as written, or None.
+    ``timings`` collects the seconds each stage spent on the frame (a batched stage: its batch).
     """
 
     stream_id: str
@@ -31,11 +32,15 @@ class Frame:
     captured_at: float
     image: torch.Tensor | None
     ready: Any = None
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds spent on it
 
     def __post_init__(self) -> None:
         if self.index < 0:
             raise ValueError(f"frame index must be >= 0, got {self.index}")
         if self.image is not None:
+            if not isinstance(self.image, torch.Tensor):
+                raise TypeError(f"Frame.image must be a torch.Tensor (wrap numpy with "
+                                f"torch.from_numpy), got {type(self.image).__name__}")
             if self.image.ndim != 3 or self.image.shape[2] != 3:
                 raise ValueError(f"Frame.image must be (H, W, 3), got {tuple(self.image.shape)}")
             if self.image.dtype != torch.uint8:
@@ -83,6 +88,8 @@ class Batch:
     @classmethod
     def concat(cls, batches: Sequence[Batch]) -> Batch:
         """Join batches (from any streams) into one, in order."""
+        if not batches:
+            raise ValueError("Batch.concat needs at least one batch")
         if len(batches) == 1:
             return batches[0]
         return cls(
@@ -129,8 +136,11 @@ class Detections:
 
     def __getitem__(self, index: Any) -> Detections:
         """Select boxes by boolean mask, slice or index array; the result is always Detections."""
-        if isinstance(index, (int, np.integer)):
-            index = slice(int(index), int(index) + 1 or None)
+        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+            i = int(index)
+            if not -len(self) <= i < len(self):
+                raise IndexError(f"detection index {i} out of range for {len(self)} boxes")
+            index = slice(i, i + 1 or None)
         return Detections(
             self.xyxy[index], self.score[index], self.class_id[index], self.track_id[index]
         )

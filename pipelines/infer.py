@@ -51,7 +51,9 @@ class InferStage(Stage):
                     continue
                 batch = Batch.concat(fresh)
                 self.metrics.observe_batch(len(batch))
-                outputs, _ = await self.call(self._infer, batch)
+                outputs, seconds = await self.call(self._infer, batch)
+                for frame in batch.frames:
+                    frame.timings["infer"] = seconds
                 batch.outputs = outputs
                 await self.output.put(batch)
         finally:

@@ -69,10 +69,11 @@ class DecodeStage(Stage):
         index = 0
         try:
             while not self._stopping:
-                step, _ = await self.call(self._step)
+                step, seconds = await self.call(self._step)
                 for picture in step.pictures:
                     frame = Frame(self.stream_id, index, picture.pts, step.captured_at,
-                                  torch.from_numpy(picture.image))
+                                  torch.from_numpy(picture.image),
+                                  timings={"decode": seconds / len(step.pictures)})
                     index += 1
                     self.decoded += 1
                     self.metrics.frame_received(self.stream_id)

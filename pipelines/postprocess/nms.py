@@ -38,7 +38,7 @@ def nms(
     while order.size > 0 and len(keep) < limit:
         best, rest = int(order[0]), order[1:]
         keep.append(best)
-        suppressed = _iou_one_to_many(boxes, area, best, rest) >= iou_threshold
+        suppressed = _iou_one_to_many(boxes, area, best, rest) > iou_threshold
         if classes is not None:
             suppressed &= classes[rest] == classes[best]
         order = rest[~suppressed]

@@ -37,7 +37,8 @@ class PostprocessStage(Stage):
                 detections, seconds = await self.call(self._decode, batch)
                 for frame, boxes in zip(batch.frames, detections):
                     kept = frame if self.keep_images else frame.without_image()
-                    await self.output.put(Result(kept, boxes, {"postprocess": seconds}))
+                    frame.timings["postprocess"] = seconds
+                    await self.output.put(Result(kept, boxes, frame.timings))
         finally:
             self.output.close()
 

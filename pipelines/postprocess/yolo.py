@@ -68,7 +68,7 @@ def decode_yolov8(
 def decode_yolov5(
     pred: np.ndarray, letterboxes: Sequence[Letterbox], spec: OutputSpec, num_classes: int
 ) -> list[Detections]:
-    """[B, N, 5+C]: cx, cy, w, h (input pixels), objectness, then class scores; score = obj * cls."""
+    """[B, N, 5+C]: cx, cy, w, h (input pixels), objectness, class scores; score = obj * cls."""
     pred = np.asarray(pred)
     _check_num_classes(num_classes)
     if pred.ndim != 3 or pred.shape[2] != 5 + num_classes:

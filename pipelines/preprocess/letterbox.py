@@ -1,7 +1,8 @@
 """Letterbox geometry, shared by every preprocessing backend and by the output decoders.
 
 A letterbox maps source pixels to model-input pixels as ``x_in = x_src * scale_x + pad_x``.
-Keeping the aspect ratio (``letterbox``) gives ``scale_x == scale_y`` and pads the short side;
+Keeping the aspect ratio (``letterbox``) gives ``scale_x ~= scale_y`` (equal up to rounding the
+resized picture to whole pixels) and pads the short side;
 ``stretch`` fills the input with no padding and two scales. One record serves both, so the
 decoders never need to know which was used.
 """
@@ -38,9 +39,10 @@ class Letterbox:
             return cls(src_size, dw / sw, dh / sh, 0.0, 0.0)
         if mode != "letterbox":
             raise ValueError(f"resize mode must be 'letterbox' or 'stretch', got {mode!r}")
-        scale = min(dw / sw, dh / sh)
-        new_w, new_h = resized_size(src_size, scale)
-        return cls(src_size, scale, scale, (dw - new_w) // 2, (dh - new_h) // 2)
+        new_w, new_h = resized_size(src_size, min(dw / sw, dh / sh))
+        # The scales of the pixels actually drawn (sizes are whole pixels), so that mapping a box
+        # back lands on the picture exactly; they differ from each other by under a pixel.
+        return cls(src_size, new_w / sw, new_h / sh, (dw - new_w) // 2, (dh - new_h) // 2)
 
     @property
     def resized(self) -> tuple[int, int]:
@@ -51,11 +53,10 @@ class Letterbox:
     def to_source(self, xyxy: np.ndarray) -> np.ndarray:
         """Map (N, 4) boxes from model-input pixels back to source pixels, clipped to the image."""
         out = np.asarray(xyxy, dtype=np.float32).copy()
-        out[:, [0, 2]] = (out[:, [0, 2]] - self.pad_x) / self.scale_x
-        out[:, [1, 3]] = (out[:, [1, 3]] - self.pad_y) / self.scale_y
+        x, y = out[:, 0::2], out[:, 1::2]  # views on (x1, x2) and (y1, y2), not copies
         sw, sh = self.src_size
-        np.clip(out[:, [0, 2]], 0, sw, out=out[:, [0, 2]])
-        np.clip(out[:, [1, 3]], 0, sh, out=out[:, [1, 3]])
+        np.clip((x - self.pad_x) / self.scale_x, 0, sw, out=x)
+        np.clip((y - self.pad_y) / self.scale_y, 0, sh, out=y)
         return out
 
     def to_input(self, xyxy: np.ndarray) -> np.ndarray:

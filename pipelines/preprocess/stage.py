@@ -35,7 +35,8 @@ class PreprocessStage(Stage):
                 except ChannelClosed:
                     return
                 self.metrics.observe_wait(self.name, waited)
-                batch, _ = await self.call(self.preprocessor.prepare, frame)
+                batch, seconds = await self.call(self.preprocessor.prepare, frame)
+                frame.timings["preprocess"] = seconds
                 await self.output.put(batch)
         finally:
             self.output.close()

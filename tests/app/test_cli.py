@@ -95,8 +95,8 @@ def tiny_yolov8(path: Path, box_xyxy, class_id: int, size=(64, 48), classes=3) -
 
 
 def test_a_users_yolov8_onnx_runs_with_format_and_classes(wide_clip, tmp_path):
-    # wide_clip is 400x160; into a 64x48 input the letterbox scale is 0.16 with 11.2 px of
-    # vertical padding. A box at input (16, 16)-(32, 24) is source (100, 30)-(200, 80).
+    # wide_clip is 400x160; into a 64x48 input it is drawn 64x26 (160 * 0.16 = 25.6 -> 26 px)
+    # with 11 px of padding above, so x scales by 64/400 and y by 26/160.
     model = tiny_yolov8(tmp_path / "tiny.onnx", (16, 16 + 0, 32, 24), class_id=2)
     names = tmp_path / "names.txt"
     names.write_text("cat\ndog\nbird\n")
@@ -107,8 +107,8 @@ def test_a_users_yolov8_onnx_runs_with_format_and_classes(wide_clip, tmp_path):
     assert len(lines) == 45
     det = lines[0]["detections"]
     assert [d["label"] for d in det] == ["bird"]
-    scale, pad_y = 64 / 400, (48 - round(160 * 64 / 400)) // 2
-    expected = [16 / scale, (16 - pad_y) / scale, 32 / scale, (24 - pad_y) / scale]
+    sx, sy, pad_y = 64 / 400, 26 / 160, 11
+    expected = [16 / sx, (16 - pad_y) / sy, 32 / sx, (24 - pad_y) / sy]
     assert det[0]["box"] == pytest.approx(expected, abs=0.05)
 
 

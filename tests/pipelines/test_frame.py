@@ -33,7 +33,8 @@ def make_batch(frames: list[Frame], fill: float = 0.0) -> Batch:
         ({"image": torch.zeros((4, 4), dtype=torch.uint8)}, r"\(H, W, 3\), got \(4, 4\)"),
         ({"image": torch.zeros((4, 4, 4), dtype=torch.uint8)}, r"\(H, W, 3\), got \(4, 4, 4\)"),
         ({"image": torch.zeros((3, 4, 4), dtype=torch.uint8)}, r"\(H, W, 3\), got \(3, 4, 4\)"),
-        ({"image": torch.zeros((4, 4, 3), dtype=torch.float32)}, "must be uint8, got torch.float32"),
+        ({"image": torch.zeros((4, 4, 3), dtype=torch.float32)},
+         "must be uint8, got torch.float32"),
     ],
     ids=["negative-index", "2d", "4-channels", "chw", "float"],
 )
@@ -191,8 +192,8 @@ def test_letterbox_fit_rejects_bad_arguments(
     [
         ((1280, 720), (640, 640), "letterbox", (0.5, 0.5), (0, 140), (640, 360)),
         ((720, 1280), (640, 640), "letterbox", (0.5, 0.5), (140, 0), (360, 640)),
-        ((1000, 101), (320, 256), "letterbox", (0.32, 0.32), (0, 112), (320, 32)),
-        ((333, 997), (320, 256), "letterbox", (256 / 997, 256 / 997), (117, 0), (86, 256)),
+        ((1000, 101), (320, 256), "letterbox", (0.32, 32 / 101), (0, 112), (320, 32)),
+        ((333, 997), (320, 256), "letterbox", (86 / 333, 256 / 997), (117, 0), (86, 256)),
         ((640, 640), (640, 640), "letterbox", (1.0, 1.0), (0, 0), (640, 640)),
         ((1280, 720), (320, 256), "stretch", (0.25, 256 / 720), (0, 0), (320, 256)),
     ],
@@ -228,13 +229,24 @@ def test_letterbox_maps_empty_box_arrays() -> None:
     assert lb.to_input(np.zeros((0, 4))).shape == (0, 4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Letterbox.to_source clips a fancy-indexed copy, so boxes are not clipped; "
-    "see the fix proposed in the postprocess report",
-)
 def test_letterbox_to_source_clips_to_the_image() -> None:
     lb = Letterbox.fit((1280, 720), (640, 640))
     # a box that spills into the top padding and past the right edge
     spilled = np.array([[600.0, 100.0, 700.0, 300.0]], np.float32)
     np.testing.assert_allclose(lb.to_source(spilled), [[1200.0, 0.0, 1280.0, 320.0]])
+
+
+def test_letterbox_scales_are_those_of_the_drawn_picture() -> None:
+    # 333 * (256 / 997) = 85.5 px wide: drawn as 86 px, so the x scale must be 86 / 333.
+    lb = Letterbox.fit((333, 997), (320, 256))
+    assert lb.resized == (86, 256)
+    assert lb.scale_x == 86 / 333 and lb.scale_y == 256 / 997
+    right_edge = lb.to_source(np.array([[lb.pad_x, 0, lb.pad_x + 86, 256]], np.float32))
+    np.testing.assert_allclose(right_edge, [[0, 0, 333, 997]], atol=1e-3)
+
+
+def test_detections_int_index_out_of_range_raises() -> None:
+    d = Detections(np.zeros((2, 4)), np.ones(2), np.zeros(2))
+    assert len(d[1]) == 1 and len(d[-2]) == 1
+    with pytest.raises(IndexError, match="out of range"):
+        d[2]
