@@ -32,5 +32,9 @@ test: $(VENV)/.test
 	fi
 	$(BIN)/pytest
 
+lint: $(VENV)/.test
+	$(BIN)/ruff check app pipelines models tests
+	$(BIN)/mypy app pipelines models
+
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -36,15 +35,15 @@ cli = typer.Typer(
          "with every stage measured.",
 )
 
-ModelOpt = Annotated[Optional[str], typer.Option(
+ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", help="Zoo name (default: ssdlite-person), a folder with card.yaml, or an "
     ".onnx file (its card.yaml beside it, or give --format and --classes).")]
-FormatOpt = Annotated[Optional[str], typer.Option(
+FormatOpt = Annotated[str | None, typer.Option(
     "--format", help="Output layout of a model without a card: yolov8 ([B,4+C,N]), yolov5 "
     "([B,N,5+C]) or ssd (boxes/scores/classes, NMS inside).")]
-ClassesOpt = Annotated[Optional[Path], typer.Option(
+ClassesOpt = Annotated[Path | None, typer.Option(
     "--classes", help="Text file of class names, one per line, for a model without a card.")]
-InputSizeOpt = Annotated[Optional[str], typer.Option(
+InputSizeOpt = Annotated[str | None, typer.Option(
     "--input-size", help="WxH, for a model without a card whose input size is dynamic.")]
 DeviceOpt = Annotated[str, typer.Option(
     "--device", help="cpu (FFmpeg, OpenCV, ONNX Runtime). cuda[:N] is refused until the GPU "
@@ -85,11 +84,11 @@ def run(
     batch_size: BatchOpt = 4, batch_timeout_ms: TimeoutOpt = 10.0,
     annotate: Annotated[bool, typer.Option(
         "--annotate", help="Also write annotated.mp4 (boxes drawn), one per stream.")] = False,
-    metrics_port: Annotated[Optional[int], typer.Option(
+    metrics_port: Annotated[int | None, typer.Option(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
-    infer_threads: Annotated[Optional[int], typer.Option(
+    infer_threads: Annotated[int | None, typer.Option(
         "--infer-threads", help="ONNX Runtime threads (default: every core).")] = None,
-    decode_threads: Annotated[Optional[int], typer.Option(
+    decode_threads: Annotated[int | None, typer.Option(
         "--decode-threads", help="FFmpeg threads per stream (default 1; 0 = FFmpeg's choice).")]
     = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
@@ -159,4 +158,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

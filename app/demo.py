@@ -4,9 +4,10 @@ the detections against the clip's ground truth."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress

@@ -5,8 +5,15 @@ from __future__ import annotations
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 class RunProgress:

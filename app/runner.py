@@ -12,10 +12,11 @@ import json
 import logging
 import signal
 import time
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -56,7 +57,7 @@ def stream_ids(paths: Sequence[Path]) -> list[str]:
 def probe_sources(paths: Sequence[Path], ids: Sequence[str]) -> dict[str, tuple[float, int | None]]:
     """fps and declared frame count per stream; raises SourceError for a bad file."""
     info = {}
-    for path, sid in zip(paths, ids):
+    for path, sid in zip(paths, ids, strict=True):
         with FileSource(path, sid) as source:
             log.info("%s", source.describe())
             info[sid] = (source.fps, source.frame_count)
@@ -199,4 +200,5 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
 
 def _quantiles_ms(values: tuple[float, ...], scale: float = 1e3) -> dict[str, float | None]:
     """p50/p95/p99 in ms; None (JSON null) where there were no samples."""
-    return {k: None if v != v else v * scale for k, v in zip(("p50", "p95", "p99"), values)}
+    keys = ("p50", "p95", "p99")
+    return {k: None if v != v else v * scale for k, v in zip(keys, values, strict=True)}

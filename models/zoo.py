@@ -14,8 +14,15 @@ import onnx
 
 from models.errors import ModelError
 from models.runtime.base import TensorInfo
-from models.spec import (DEFAULT_MODEL, OUTPUT_FORMATS, ZOO_DIR, InputSpec, ModelSpec,
-                         OutputSpec, SpecError, load_card, read_classes)
+from models.spec import (
+    DEFAULT_MODEL,
+    OUTPUT_FORMATS,
+    ZOO_DIR,
+    ModelSpec,
+    SpecError,
+    load_card,
+    read_classes,
+)
 
 log = logging.getLogger(__name__)
 _ONNX_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.UINT8: "uint8"}
@@ -70,7 +77,8 @@ def spec_from_graph(path: Path, output_format: str, classes: Path | None,
                     input_size: tuple[int, int] | None) -> ModelSpec:
     """A spec for a user's ONNX: input layout/size/dtype from the graph, the rest from flags."""
     if output_format not in OUTPUT_FORMATS:
-        raise SpecError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
+        raise SpecError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, "
+                        f"got {output_format!r}")
     graph = read_graph(path).graph
     initializers = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in initializers]
@@ -89,13 +97,14 @@ def spec_from_graph(path: Path, output_format: str, classes: Path | None,
             raise ModelError(f"{path}: the input size is dynamic; give --input-size WxH")
         w, h = input_size
     names = read_classes(classes) if classes else _numbered_classes(graph, output_format, path)
-    return ModelSpec(
-        name=path.stem, file=path.name,
-        input=InputSpec(name=inputs[0].name, width=w, height=h, layout=layout, dtype=dtype),
-        output=OutputSpec(format=output_format, names=_ssd_names(graph) if output_format == "ssd"
-                          else {}),
-        classes=names, description=f"user model {path.name}",
-    )
+    return ModelSpec.model_validate({
+        "name": path.stem, "file": path.name, "description": f"user model {path.name}",
+        "input": {"name": inputs[0].name, "width": w, "height": h, "layout": layout,
+                  "dtype": dtype},
+        "output": {"format": output_format,
+                   "names": _ssd_names(graph) if output_format == "ssd" else {}},
+        "classes": names,
+    })
 
 
 def _numbered_classes(graph: onnx.GraphProto, output_format: str, path: Path) -> list[str]:
@@ -133,7 +142,7 @@ def check_compatible(spec: ModelSpec, inputs: list[TensorInfo],
                          f"{info.dtype} {info.shape}")
     s = spec.input
     expected = (s.height, s.width, 3) if s.layout == "NHWC" else (3, s.height, s.width)
-    for got, want in zip(info.shape[1:], expected):
+    for got, want in zip(info.shape[1:], expected, strict=True):
         if got is not None and got != want:
             raise ModelError(f"{path}: card says input {s.layout} {expected}, the graph has "
                              f"{info.shape[1:]}")

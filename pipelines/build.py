@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from models.runtime.base import Backend
 from models.runtime.onnxruntime import OnnxRuntimeBackend

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, deque
-from typing import Callable, Generic, Literal, TypeVar
+from collections.abc import Callable
+from typing import Generic, Literal, TypeVar
 
 from pipelines.errors import ChannelClosed
 

@@ -7,8 +7,9 @@ thing fails where it returns it, with a message that says what was expected.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -110,7 +111,7 @@ class Detections:
     xyxy: np.ndarray
     score: np.ndarray
     class_id: np.ndarray
-    track_id: np.ndarray = field(default=None)  # type: ignore[assignment]
+    track_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     def __post_init__(self) -> None:
         self.xyxy = np.asarray(self.xyxy, dtype=np.float32)
@@ -119,8 +120,8 @@ class Detections:
         n = self.xyxy.shape[0]
         self.score = np.asarray(self.score, dtype=np.float32)
         self.class_id = np.asarray(self.class_id, dtype=np.int32)
-        if self.track_id is None:
-            self.track_id = np.full(n, -1, dtype=np.int32)
+        if self.track_id is None or (np.shape(self.track_id) == (0,) and n > 0):
+            self.track_id = np.full(n, -1, dtype=np.int32)  # no tracker has named these
         self.track_id = np.asarray(self.track_id, dtype=np.int32)
         for name in ("score", "class_id", "track_id"):
             shape = getattr(self, name).shape

@@ -9,11 +9,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter as PromCounter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import Counter as PromCounter
 
 OUTCOMES: tuple[str, ...] = (
     "processed", "dropped_full", "dropped_stale", "dropped_stopped", "decode_error",

@@ -11,8 +11,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from pipelines.metrics import PipelineMetrics
 

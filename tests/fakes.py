@@ -4,7 +4,7 @@ and a backend that sleeps instead of computing. Written here, not patched into r
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -66,7 +66,7 @@ class OnnxRuntimeBackend:
         if self._session is None:
             raise RuntimeError(f"backend for {self.path} is closed")
         values = self._session.run(self._output_names, feeds)
-        return dict(zip(self._output_names, values))
+        return dict(zip(self._output_names, values, strict=True))
 
     def close(self) -> None:
         self._session = None

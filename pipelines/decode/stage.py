@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol
+from typing import Protocol
 
 import av
 import torch

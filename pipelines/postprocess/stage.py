@@ -35,7 +35,7 @@ class PostprocessStage(Stage):
                     return
                 self.metrics.observe_wait(self.name, waited)
                 detections, seconds = await self.call(self._decode, batch)
-                for frame, boxes in zip(batch.frames, detections):
+                for frame, boxes in zip(batch.frames, detections, strict=True):
                     kept = frame if self.keep_images else frame.without_image()
                     frame.timings["postprocess"] = seconds
                     await self.output.put(Result(kept, boxes, frame.timings))

@@ -55,7 +55,7 @@ def decode_yolov8(
                          f"got {pred.shape}")
     _check_batch("yolov8", pred.shape[0], letterboxes)
     found = []
-    for item, letterbox in zip(pred, letterboxes):
+    for item, letterbox in zip(pred, letterboxes, strict=True):
         class_scores = item[4:]
         best = class_scores.max(axis=0)
         keep = best >= spec.score_threshold
@@ -76,7 +76,7 @@ def decode_yolov5(
                          f"got {pred.shape}")
     _check_batch("yolov5", pred.shape[0], letterboxes)
     found = []
-    for item, letterbox in zip(pred, letterboxes):
+    for item, letterbox in zip(pred, letterboxes, strict=True):
         # class scores are sigmoids (<= 1), so obj * cls >= t implies obj >= t: a cheap first cut
         rows = item[item[:, 4] >= spec.score_threshold]
         class_scores = rows[:, 5:] * rows[:, 4:5]

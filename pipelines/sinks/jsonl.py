@@ -35,7 +35,7 @@ class JsonlSink:
             "detections": [
                 {"box": [round(float(v), 2) for v in box], "score": round(float(score), 4),
                  "class_id": int(cls), "label": self.spec.label(int(cls))}
-                for box, score, cls in zip(d.xyxy, d.score, d.class_id)
+                for box, score, cls in zip(d.xyxy, d.score, d.class_id, strict=True)
             ],
         }
 

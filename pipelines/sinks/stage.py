@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from models.spec import ModelSpec
 from pipelines.channel import Channel

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable
 
 import av
 import cv2
@@ -22,7 +22,7 @@ def draw_detections(image: np.ndarray, detections: Detections, spec: ModelSpec) 
     """A copy of an RGB image with each box and its label and score drawn on it."""
     out = np.ascontiguousarray(image).copy()
     thickness = max(1, round(min(out.shape[:2]) / 360))
-    for box, score, cls in zip(detections.xyxy, detections.score, detections.class_id):
+    for box, score, cls in zip(detections.xyxy, detections.score, detections.class_id, strict=True):
         x1, y1, x2, y2 = (int(round(v)) for v in box)
         colour = _COLOURS[int(cls) % len(_COLOURS)]
         cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness)

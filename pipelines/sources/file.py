@@ -7,9 +7,9 @@ frames. The same split serves RTSP, where the source also owns timeouts and reco
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
 
 import av
 

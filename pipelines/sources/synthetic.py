@@ -91,7 +91,7 @@ def plan_shots(frame_count: int, fps: int, seed: int) -> list[Shot]:
     photos = _photo_order(count, rng)
     seen: Counter[str] = Counter()
     shots, first = [], 0
-    for photo, length in zip(photos, lengths):
+    for photo, length in zip(photos, lengths, strict=True):
         zoom_in = seen[photo] % 2 == 0
         seen[photo] += 1
         shots.append(_shot(photo, first, first + length - 1, zoom_in, rng))
@@ -138,7 +138,7 @@ def render_shot_frame(shot: Shot, index: int, size: tuple[int, int]) -> np.ndarr
     t = t * t * (3.0 - 2.0 * t)  # ease in and out, as a camera operator would
     zoom = shot.zoom[0] + (shot.zoom[1] - shot.zoom[0]) * t
     scale = zoom * (height + 2) / ph  # 1 px overscan: no border line at the top and bottom
-    fx, fy = (a + (b - a) * t for a, b in zip(shot.offset_from, shot.offset_to))
+    fx, fy = (a + (b - a) * t for a, b in zip(shot.offset_from, shot.offset_to, strict=True))
     room_x = max(0.0, (scale * pw - width) / 2) + PAN_SLACK * width
     room_y = max(0.0, (scale * ph - height) / 2)
     cx, cy = width / 2 + fx * room_x, height / 2 + fy * room_y

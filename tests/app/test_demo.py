@@ -5,8 +5,8 @@ import json
 import pytest
 
 from app.demo import PersonScore, score_person_frames
-from tests.app.test_cli import vidpipe
 from pipelines.sources.synthetic import load_truth, make_demo_clip
+from tests.app.test_cli import vidpipe
 
 
 def test_score_person_frames_counts_hits_misses_and_missing_lines():
@@ -27,7 +27,8 @@ def test_demo_clip_people_are_found_and_empty_frames_stay_empty(tmp_path):
     clip = make_demo_clip(tmp_path / "demo.mp4")
     code, output = vidpipe("run", clip, "--out", tmp_path / "out")
     assert code == 0, output
-    lines = [json.loads(x) for x in (tmp_path / "out" / "detections.jsonl").read_text().splitlines()]
+    jsonl = tmp_path / "out" / "detections.jsonl"
+    lines = [json.loads(x) for x in jsonl.read_text().splitlines()]
     truth = load_truth(clip)
     assert [x["frame"] for x in lines] == list(range(truth["frame_count"]))
     score = score_person_frames(lines, truth)

@@ -40,7 +40,8 @@ def test_drop_oldest_evicts_and_counts_each_drop():
     dropped = []
 
     async def main():
-        ch: Channel[int] = Channel("c", 3, "drop_oldest", on_drop=lambda i, c: dropped.append((i, c)))
+        ch: Channel[int] = Channel("c", 3, "drop_oldest",
+                                   on_drop=lambda i, c: dropped.append((i, c)))
         for i in range(10):
             await ch.put(i)
         ch.close()

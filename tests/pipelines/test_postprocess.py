@@ -227,7 +227,7 @@ def ssd_outputs(letterboxes: list[Letterbox], input_size: tuple[int, int], k: in
 
 def assert_known_boxes(found: list[Detections], letterboxes: list[Letterbox]) -> None:
     assert len(found) == len(letterboxes)
-    for dets, lb in zip(found, letterboxes):
+    for dets, lb in zip(found, letterboxes, strict=True):
         xyxy, score, class_id = known_boxes(lb.src_size)
         order = np.argsort(-dets.score)
         assert len(dets) == len(score), f"source {lb.src_size}"
