@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +18,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from app import __version__
+from app.bench.cli import bench as run_bench
+from app.bench.cli import profile as run_profile
 from app.demo import ensure_demo_clip, score_run
 from app.progress import RunProgress
 from app.report import print_report
@@ -27,7 +30,8 @@ from pipelines.build import PipelineOptions
 from pipelines.errors import VidpipeError
 from pipelines.sources.synthetic import truth_path
 
-console = Console(stderr=True)
+# Logs and CI output are read in files: wider than a terminal's default 80 columns.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 log = logging.getLogger("vidpipe")
 cli = typer.Typer(
     name="vidpipe", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
@@ -145,6 +149,53 @@ def demo(
     console.print(f"clip: {clip} (truth: {truth_path(clip)})")
     for path in (outputs.detections, outputs.summary, *outputs.annotated):
         console.print(f"wrote {path}")
+
+
+@cli.command()
+def bench(
+    quick: Annotated[bool, typer.Option("--quick", help="One short repetition (about a "
+                                        "minute), still printing the ratio table.")] = False,
+    source: Annotated[Path | None, typer.Option(
+        "--source", help="Clip to measure on (default: the 720p demo clip).")] = None,
+    model: ModelOpt = None,
+    streams: Annotated[str, typer.Option("--streams", help="Stream counts for the scaling "
+                                         "table.")] = "1,2,4,8",
+    reps: Annotated[int, typer.Option("--reps", min=1, help="Interleaved repetitions.")] = 3,
+    frames: Annotated[int | None, typer.Option(
+        "--frames", min=1, help="Frames per run (default: the whole clip).")] = None,
+    live_seconds: Annotated[float, typer.Option(
+        "--live", help="Also run live: a camera paced at 30 fps for this many seconds.")] = 0.0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
+    = Path("build/bench"),
+) -> None:
+    """Measure, side by side in one process: the hand-written loop (cv2.VideoCapture ->
+    letterbox -> ONNX Runtime -> NMS) against the vidpipe pipeline, for every variant of the
+    model found (fp32, int8, pruned, pruned+int8); then total fps over 1..N streams; and, with
+    --live, latency over time on a paced camera. Prints ratios; writes OUT/bench.json."""
+    _configure_logging("warning")
+    try:
+        run_bench(console, quick, source, model, streams, reps, frames, live_seconds, out)
+    except (VidpipeError, ModelError) as e:
+        _fail(str(e))
+
+
+@cli.command()
+def profile(
+    sources: Annotated[list[Path], typer.Argument(help="Video files; all run at once.")],
+    model: ModelOpt = None,
+    seconds: Annotated[float, typer.Option("--seconds", help="How long to run.")] = 10.0,
+    batch_size: BatchOpt = 4,
+    infer_threads: Annotated[int | None, typer.Option(
+        "--infer-threads", help="ONNX Runtime threads (default: every core).")] = None,
+) -> None:
+    """Run briefly and name the bottleneck: each stage's busy fraction and time per frame,
+    queue occupancy, the ceiling (the slowest stage's rate), the efficiency reached, and what
+    to do about it."""
+    _configure_logging("warning")
+    try:
+        run_profile(console, sources, model, seconds, batch_size, infer_threads)
+    except (VidpipeError, ModelError) as e:
+        _fail(str(e))
 
 
 @cli.command()

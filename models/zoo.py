@@ -28,6 +28,23 @@ log = logging.getLogger(__name__)
 _ONNX_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.UINT8: "uint8"}
 
 
+# The optimised variants of a model live beside it, under these names (``vidpipe model optimize``
+# writes them); ``fp32`` is the card's own file.
+VARIANT_FILES = {"int8": "model.int8.onnx", "pruned": "model.pruned.onnx",
+                 "pruned+int8": "model.pruned.int8.onnx"}
+
+
+def model_variants(model: str | Path | None = None) -> dict[str, tuple[Path, ModelSpec]]:
+    """The FP32 model and whichever optimised variants exist beside it, by label."""
+    path, spec = resolve_model(model)
+    variants = {"fp32": (path, spec)}
+    for label, name in VARIANT_FILES.items():
+        candidate = path.parent / name
+        if candidate.is_file() and candidate != path:
+            variants[label] = (candidate, spec)
+    return variants
+
+
 def zoo_names() -> list[str]:
     return sorted(p.parent.name for p in ZOO_DIR.glob("*/card.yaml"))
 

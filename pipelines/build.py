@@ -45,6 +45,8 @@ class PipelineOptions:
     capacity: int = 8  # items per channel
     infer_threads: int | None = None  # None: chosen from the cores (see choose_threads)
     decode_threads: int | None = None
+    max_age_s: float | None = None  # live: drop frames older than this at inference
+    frame_limit: int | None = None  # stop each stream after this many frames
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 64:
@@ -109,7 +111,8 @@ def account_drop(metrics: PipelineMetrics, item: Any, cause: str) -> None:
 
 def build_file_pipeline(paths: Sequence[Path], stream_ids: Sequence[str], model_path: Path,
                         spec: ModelSpec, sinks: Sequence[Sink], metrics: PipelineMetrics,
-                        options: PipelineOptions) -> Pipeline:
+                        options: PipelineOptions, *,
+                        open_source: Callable[[Path, str], FileSource] = FileSource) -> Pipeline:
     """A pipeline over local files. Sources and the model are opened here, so a bad file or a
     mismatched model fails before any stage starts; whatever was opened is closed on failure."""
     check_device(options.device)
@@ -120,7 +123,7 @@ def build_file_pipeline(paths: Sequence[Path], stream_ids: Sequence[str], model_
     try:
         sources = []
         for path, sid in zip(paths, stream_ids, strict=True):
-            sources.append(FileSource(path, sid))
+            sources.append(open_source(path, sid))
             opened.append(sources[-1])
         backend = OnnxRuntimeBackend(model_path, threads=plan.infer)
         opened.append(backend)
@@ -159,13 +162,15 @@ def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], 
     for source in sources:
         policy = options.policy or ("drop_oldest" if source.live else "block")
         decoded = channel(f"decoded/{source.stream_id}", policy)
-        stages.append(DecodeStage(source, decoder_for(source), decoded, metrics))
+        stages.append(DecodeStage(source, decoder_for(source), decoded, metrics,
+                                  frame_limit=options.frame_limit))
         stages.append(PreprocessStage(source.stream_id, OpenCVPreprocessor(spec.input), decoded,
                                       prepared, metrics))
     inferred = channel("inferred")
     results = channel("results")
     stages.append(InferStage(backend, input_name, prepared, inferred, metrics,
-                             batch_size=batch_size, batch_timeout_ms=options.batch_timeout_ms))
+                             batch_size=batch_size, batch_timeout_ms=options.batch_timeout_ms,
+                             max_age_s=options.max_age_s))
     keep_images = any(s.wants_images for s in sinks)
     stages.append(PostprocessStage(spec, inferred, results, metrics, keep_images=keep_images))
     stages.append(SinkStage(sinks, spec, results, metrics))

@@ -34,6 +34,9 @@ class FakeSource:
     def packets(self) -> Iterator[int]:  # type: ignore[override]
         yield from range(self.frames)
 
+    def arrival_time(self, pts: float | None) -> float | None:
+        return None
+
     def close(self) -> None:
         self.closed = True
 

@@ -32,12 +32,14 @@ class PyAVDecoder:
         self._codec.thread_count = threads
         self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
 
-    def decode(self, packet: av.Packet) -> list[DecodedPicture]:
-        """The pictures this packet completes (often none or one; several at a flush)."""
+    def decode(self, packet: av.Packet | None) -> list[DecodedPicture]:
+        """The pictures this packet completes (often none or one; several at a flush).
+        ``None`` flushes the decoder: the pictures it still held come out."""
         try:
             frames = self._codec.decode(packet)
         except av.FFmpegError as e:
-            raise DecodeError(f"packet at pts {packet.pts} could not be decoded: {e}") from e
+            where = "flush" if packet is None else f"packet at pts {packet.pts}"
+            raise DecodeError(f"{where} could not be decoded: {e}") from e
         return [self._picture(frame) for frame in frames]
 
     def _picture(self, frame: av.VideoFrame) -> DecodedPicture:

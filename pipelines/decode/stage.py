@@ -35,6 +35,11 @@ class PacketSource(Protocol):
 
     def packets(self) -> Iterator[av.Packet]: ...
 
+    def arrival_time(self, pts: float | None) -> float | None:
+        """When a live source received the frame shown at ``pts`` (monotonic seconds), or None
+        when the moment of decoding is the frame's capture time (files)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -56,7 +61,7 @@ class DecodeStep:
 
 class DecodeStage(Stage):
     def __init__(self, source: PacketSource, decoder: PictureDecoder, output: Channel[Frame],
-                 metrics: PipelineMetrics) -> None:
+                 metrics: PipelineMetrics, *, frame_limit: int | None = None) -> None:
         super().__init__("decode", metrics, worker_name=f"decode-{source.stream_id}")
         self.source = source
         self.decoder = decoder
@@ -64,15 +69,20 @@ class DecodeStage(Stage):
         self.stream_id = source.stream_id
         self.decoded = 0
         self.decode_errors = 0
+        self.frame_limit = frame_limit
         self._packets: Iterator[av.Packet] | None = None
 
     async def run(self) -> None:
         index = 0
         try:
-            while not self._stopping:
+            while not self._stopping and not self._limit_reached():
                 step, seconds = await self.call(self._step)
                 for picture in step.pictures:
-                    frame = Frame(self.stream_id, index, picture.pts, step.captured_at,
+                    if self._limit_reached():
+                        break
+                    arrived = self.source.arrival_time(picture.pts)
+                    captured_at = step.captured_at if arrived is None else arrived
+                    frame = Frame(self.stream_id, index, picture.pts, captured_at,
                                   torch.from_numpy(picture.image),
                                   timings={"decode": seconds / len(step.pictures)})
                     index += 1
@@ -86,6 +96,9 @@ class DecodeStage(Stage):
                     break
         finally:
             self.output.close()
+
+    def _limit_reached(self) -> bool:
+        return self.frame_limit is not None and self.decoded >= self.frame_limit
 
     def _step(self) -> DecodeStep:
         """Read packets until at least one picture comes out, a packet fails, or the stream ends."""

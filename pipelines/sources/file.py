@@ -75,6 +75,10 @@ class FileSource:
                 return
             yield packet
 
+    def arrival_time(self, pts: float | None) -> float | None:
+        """None: a file's frames are captured when they are decoded."""
+        return None
+
     def describe(self) -> str:
         w, h = self.size
         count = self.frame_count

@@ -149,8 +149,11 @@ def render_shot_frame(shot: Shot, index: int, size: tuple[int, int]) -> np.ndarr
 
 def make_demo_clip(path: Path, *, seconds: float = 20.0, fps: int = 30,
                    size: tuple[int, int] = (1280, 720), seed: int = 0,
-                   progress: ProgressFn | None = None) -> Path:
-    """Write the person / no-person demo clip (H.264 MP4) and its ``.truth.json``; return path."""
+                   progress: ProgressFn | None = None, camera_like: bool = False) -> Path:
+    """Write the person / no-person demo clip (H.264 MP4) and its ``.truth.json``; return path.
+
+    ``camera_like`` encodes as a live camera does — no B-frames, so no frame waits in the decoder
+    for a later one — which a live-latency benchmark needs."""
     path = Path(path)
     _check_size(size)
     frame_count = round(seconds * fps)
@@ -159,7 +162,8 @@ def make_demo_clip(path: Path, *, seconds: float = 20.0, fps: int = 30,
     shots = plan_shots(frame_count, fps, seed)
     frames = (render_shot_frame(s, i, size) for s in shots
               for i in range(s.first_frame, s.last_frame + 1))
-    encode(path, frames, fps=fps, size=size, codec="h264", total=frame_count, progress=progress)
+    encode(path, frames, fps=fps, size=size, codec="h264", total=frame_count, progress=progress,
+           camera_like=camera_like)
     truth = truth_record(path.name, shots, fps, size)
     truth_path(path).write_text(json.dumps(truth, indent=1) + "\n")
     return path
@@ -241,10 +245,14 @@ def _bounce(position: float, span: int) -> float:
 
 
 def encode(path: Path, frames: Iterable[np.ndarray], *, fps: int, size: tuple[int, int],
-           codec: str, total: int, progress: ProgressFn | None = None) -> None:
+           codec: str, total: int, progress: ProgressFn | None = None,
+           camera_like: bool = False) -> None:
     """Encode RGB frames to an MP4, flushing the encoder so that no delayed frame is lost."""
+    options = _encoder_options(codec)
+    if camera_like and codec == "h264":
+        options["tune"] = "zerolatency"
     with av.open(str(path), "w") as container:
-        stream = container.add_stream(ENCODERS[codec], rate=fps, options=_encoder_options(codec))
+        stream = container.add_stream(ENCODERS[codec], rate=fps, options=options)
         if not isinstance(stream, av.VideoStream):  # cannot happen; tells the type checker
             raise TypeError(f"{ENCODERS[codec]} made a {type(stream).__name__}, not video")
         stream.width, stream.height = size

@@ -1,0 +1,1 @@
+"""``vidpipe bench`` and ``vidpipe profile``: side-by-side speed measurements and the bottleneck."""

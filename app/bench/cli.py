@@ -1,0 +1,92 @@
+"""The ``bench`` and ``profile`` commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+
+from app.bench.compare import compare, live, scaling
+from app.bench.profile import profile as run_profile
+from app.bench.tables import compare_table, live_table, profile_table, scaling_table
+from app.demo import ensure_demo_clip
+from models.zoo import model_variants, resolve_model
+from pipelines.build import PipelineOptions, choose_threads
+from pipelines.sources.synthetic import make_demo_clip
+
+
+def machine() -> dict[str, Any]:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
+                .splitlines() if line.startswith("model name")), platform.processor())
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version()}
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected numbers like 1,2,4,8, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise typer.BadParameter(f"expected positive numbers like 1,2,4,8, got {text!r}")
+    return values
+
+
+def bench(
+    console: Console,
+    quick: bool, source: Path | None, model: str | None, streams: str, reps: int,
+    frames: int | None, live_seconds: float, out: Path,
+) -> dict[str, Any]:
+    clip = source or ensure_demo_clip(Path("build/demo/clip.mp4"), console)
+    variants = model_variants(model)
+    stream_counts = _ints(streams)
+    if quick:
+        reps, frames, stream_counts = 1, frames or 90, [n for n in stream_counts if n <= 2]
+    options = PipelineOptions()
+    plan = choose_threads(options)
+    report: dict[str, Any] = {"machine": machine(), "clip": str(clip), "reps": reps,
+                              "frames_per_run": frames, "threads": asdict(plan)}
+    runs = reps * len(variants) * (1 + len({1, os.cpu_count() or 1})) + len(stream_counts)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("measuring (interleaved runs)", total=runs)
+
+        def advance() -> None:
+            progress.advance(task)
+
+        report["compare"] = compare(clip, variants, options, reps=reps, frame_limit=frames,
+                                    progress=advance)
+        path, spec = variants["fp32"] if "pruned+int8" not in variants else variants["pruned+int8"]
+        report["scaling_model"] = path.name
+        report["scaling"] = scaling(clip, path, spec, options, streams=stream_counts,
+                                    frame_limit=frames, progress=advance)
+    console.print(compare_table(report["compare"]))
+    console.print(scaling_table(report["scaling"]))
+    if live_seconds > 0:
+        camera = Path("build/demo/clip-camera.mp4") if source is None else clip
+        if source is None and not camera.is_file():
+            make_demo_clip(camera, camera_like=True)
+        report["live"] = live(camera, path, spec, options, duration_s=live_seconds)
+        console.print(live_table(report["live"]))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(report, indent=2, default=str))
+    console.print(f"wrote {out / 'bench.json'}")
+    return report
+
+
+def profile(console: Console, sources: list[Path], model: str | None, seconds: float,
+            batch_size: int, infer_threads: int | None) -> dict[str, Any]:
+    path, spec = resolve_model(model)
+    options = PipelineOptions(batch_size=batch_size, infer_threads=infer_threads)
+    report = run_profile(sources, path, spec, options, seconds=seconds)
+    console.print(profile_table(report))
+    occupancy = ", ".join(f"{k} {v:.0%}" for k, v in report["queue_occupancy"].items())
+    console.print(f"queue occupancy (mean fill): {occupancy}")
+    for tip in report["advice"]:
+        console.print(f"- {tip}")
+    return report

@@ -1,0 +1,69 @@
+"""Tables of ``vidpipe bench`` and ``vidpipe profile``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+
+def _table(title: str, columns: list[str]) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i < 2 else "right", no_wrap=True)
+    return table
+
+
+def _busy(row: dict[str, Any]) -> str:
+    short = {"decode": "d", "preprocess": "p", "infer": "i"}
+    return " ".join(f"{short[k]}{v * 100:.0f}" for k, v in row.get("busy", {}).items()
+                    if k in short)
+
+
+def compare_table(rows: list[dict[str, Any]]) -> Table:
+    table = _table("Hand loop vs vidpipe (median of reps)",
+                   ["model", "runner", "fps", "p50 ms", "p99 ms", "cpu", "busy %", "x hand",
+                    "x fp32"])
+    table.caption = ("busy %: d decode, p preprocess, i infer; x hand: fps over the hand loop "
+                     "with the same model (its faster thread setting); x fp32: over the FP32 "
+                     "hand loop")
+    for r in rows:
+        runner = r["variant"].replace("hand loop, ", "hand ").replace(" threads", "t")
+        table.add_row(r["model"], runner.replace(" thread", "t"), f"{r['fps']:.1f}",
+                      f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}", f"{r['cpu_util']:.0%}", _busy(r),
+                      f"{r['ratio_to_hand_loop']:.2f}", f"{r['ratio_to_fp32_hand_loop']:.2f}")
+    return table
+
+
+def scaling_table(rows: list[dict[str, Any]]) -> Table:
+    table = _table("Scaling over streams", ["streams", "", "total fps", "fps/core",
+                                            "p50 ms", "p99 ms", "MB/stream", "drops"])
+    for r in rows:
+        table.add_row(str(r["streams"]), "", f"{r['fps']:.1f}", f"{r['fps_per_core']:.1f}",
+                      f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}",
+                      f"{r['rss_per_stream_mb']:.0f}", str(sum(r["drops"].values())))
+    return table
+
+
+def live_table(result: dict[str, Any]) -> Table:
+    table = _table(f"Live, paced at the clip's rate for {result['duration_s']:.0f} s "
+                   f"(p99 trend {result['p99_trend_ms_per_min']:+.2f} ms/min; drops "
+                   f"{result['drops'] or 'none'})", ["from s", "", "frames", "p50 ms", "p99 ms"])
+    for w in result["windows"]:
+        table.add_row(f"{w['from_s']:.0f}", "", str(w["frames"]), f"{w['p50_ms']:.1f}",
+                      f"{w['p99_ms']:.1f}")
+    return table
+
+
+def profile_table(report: dict[str, Any]) -> Table:
+    table = _table(f"Profile: {report['frames']} frames in {report['wall_s']:.1f} s = "
+                   f"{report['fps']:.1f} fps; ceiling {report['ceiling_fps']:.1f} fps "
+                   f"({report['bottleneck']}); efficiency {report['efficiency']:.0%}",
+                   ["stage", "", "threads", "busy", "ms/frame", "ceiling fps"])
+    for s in report["stages"]:
+        mark = " *" if s["stage"] == report["bottleneck"] else ""
+        ceiling = s["ceiling_fps"]
+        table.add_row(s["stage"] + mark, "", str(s["threads"]), f"{s['busy']:.0%}",
+                      f"{s['ms_per_frame']:.2f}", f"{ceiling:.1f}" if ceiling < 1e4 else "-")
+    return table
