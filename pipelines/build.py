@@ -162,7 +162,7 @@ def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], 
     for source in sources:
         policy = options.policy or ("drop_oldest" if source.live else "block")
         decoded = channel(f"decoded/{source.stream_id}", policy)
-        stages.append(DecodeStage(source, decoder_for(source), decoded, metrics,
+        stages.append(DecodeStage(source, decoder_for, decoded, metrics,
                                   frame_limit=options.frame_limit))
         stages.append(PreprocessStage(source.stream_id, OpenCVPreprocessor(spec.input), decoded,
                                       prepared, metrics))

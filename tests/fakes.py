@@ -24,6 +24,7 @@ class FakeSource:
     """``frames`` packets; packet i is just the int i."""
 
     live = False
+    epoch = 0
 
     def __init__(self, stream_id: str, frames: int, *, declared: int | None = None) -> None:
         self.stream_id = stream_id

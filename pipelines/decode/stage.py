@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import av
 import torch
@@ -27,8 +27,14 @@ log = logging.getLogger(__name__)
 
 
 class PacketSource(Protocol):
+    """Where packets come from. ``epoch`` changes whenever the packets start coming from a new
+    connection (an RTSP reconnect): the decoder is then made anew for the new stream."""
+
     stream_id: str
     live: bool
+
+    @property
+    def epoch(self) -> int: ...
 
     @property
     def frame_count(self) -> int | None: ...
@@ -60,11 +66,14 @@ class DecodeStep:
 
 
 class DecodeStage(Stage):
-    def __init__(self, source: PacketSource, decoder: PictureDecoder, output: Channel[Frame],
-                 metrics: PipelineMetrics, *, frame_limit: int | None = None) -> None:
+    def __init__(self, source: PacketSource, make_decoder: Callable[[Any], PictureDecoder],
+                 output: Channel[Frame], metrics: PipelineMetrics, *,
+                 frame_limit: int | None = None) -> None:
         super().__init__("decode", metrics, worker_name=f"decode-{source.stream_id}")
         self.source = source
-        self.decoder = decoder
+        self._make_decoder = make_decoder
+        self.decoder: PictureDecoder | None = None
+        self._epoch = -1
         self.output = output
         self.stream_id = source.stream_id
         self.decoded = 0
@@ -106,8 +115,9 @@ class DecodeStage(Stage):
             self._packets = self.source.packets()
         step = DecodeStep(captured_at=time.monotonic())
         for packet in self._packets:
+            decoder = self._current_decoder()
             try:
-                step.pictures.extend(self.decoder.decode(packet))
+                step.pictures.extend(decoder.decode(packet))
             except DecodeError as e:
                 log.debug("%s: %s", self.stream_id, e)
                 step.errors += 1
@@ -115,6 +125,15 @@ class DecodeStage(Stage):
                 return step
         step.ended = True
         return step
+
+    def _current_decoder(self) -> PictureDecoder:
+        """The decoder for the source's current connection (made anew after a reconnect)."""
+        if self.decoder is None or self.source.epoch != self._epoch:
+            if self.decoder is not None:
+                self.decoder.close()
+            self.decoder = self._make_decoder(self.source)
+            self._epoch = self.source.epoch
+        return self.decoder
 
     def _count_errors(self, count: int) -> None:
         for _ in range(count):
@@ -136,5 +155,6 @@ class DecodeStage(Stage):
 
     def close(self) -> None:
         super().close()
-        self.decoder.close()
+        if self.decoder is not None:
+            self.decoder.close()
         self.source.close()

@@ -22,6 +22,7 @@ class FileSource:
     """An open video file. Use as a context manager; ``close()`` is idempotent."""
 
     live = False
+    epoch = 0  # one connection for a file's whole life
 
     def __init__(self, path: str | Path, stream_id: str | None = None) -> None:
         self.path = Path(path)
