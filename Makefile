@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= build/demo
-# Debian packages the tests need (none yet for the CPU pipeline; the RTSP, browser and
-# Prometheus tests add theirs here).
-APT_PACKAGES :=
+# Debian packages the tests need: GStreamer's RTSP server (run with /usr/bin/python3, since gi
+# does not import in a venv) and Chromium for the dashboard's browser test.
+APT_PACKAGES := python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base \
+	gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium
 
 .PHONY: demo test lint clean
 

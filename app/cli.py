@@ -20,6 +20,7 @@ from rich.logging import RichHandler
 from app import __version__
 from app.bench.cli import bench as run_bench
 from app.bench.cli import profile as run_profile
+from app.config import load_config
 from app.demo import ensure_demo_clip, score_run
 from app.progress import RunProgress
 from app.report import print_report
@@ -196,6 +197,39 @@ def profile(
         run_profile(console, sources, model, seconds, batch_size, infer_threads)
     except (VidpipeError, ModelError) as e:
         _fail(str(e))
+
+
+@cli.command()
+def serve(
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="service.yaml (streams, model, media_roots, limits); every key "
+        "can also come from VIDPIPE_<KEY>.")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Address to listen on "
+                                             "(default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port (default 8080).")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
+    = "info",
+) -> None:
+    """Run the service: REST API for streams, live dashboard at /, Prometheus at /metrics.
+
+    Streams are added and removed at runtime (POST/DELETE /api/streams); those in the config
+    start at boot. Set VIDPIPE_API_TOKEN to require a bearer token on changes. SIGTERM drains
+    the streams and exits."""
+    _configure_logging(log_level)
+    try:
+        cfg = load_config(config)
+        cfg = cfg.model_copy(update={k: v for k, v in (("host", host), ("port", port))
+                                     if v is not None})
+    except (VidpipeError, ModelError) as e:
+        _fail(str(e))
+    import uvicorn
+
+    from app.api import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host=cfg.host, port=cfg.port,
+                                           log_config=None, timeout_graceful_shutdown=8))
+    log.info("dashboard on http://%s:%d/  (API docs at /docs)", cfg.host, cfg.port)
+    server.run()
 
 
 @cli.command()

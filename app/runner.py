@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions, build_file_pipeline
+from pipelines.build import PipelineOptions, build_pipeline
 from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
 from pipelines.pipeline import Pipeline
@@ -82,7 +82,7 @@ def run_files(paths: Sequence[Path], model_path: Path, spec: ModelSpec, out: Pat
             if metrics_port is not None:
                 stack.callback(_serve_metrics(registry, metrics_port).shutdown)
             sinks.extend(_open_sinks(out, spec, ids, info, annotate))
-            pipeline = build_file_pipeline(paths, ids, model_path, spec, sinks, metrics, options)
+            pipeline = build_pipeline(paths, ids, model_path, spec, sinks, metrics, options)
             counts = [count for _, count in info.values()]
             total = None if None in counts else sum(c for c in counts if c is not None)
             asyncio.run(_run(pipeline, _progress(metrics, total, on_progress)))

@@ -47,6 +47,7 @@ class PipelineOptions:
     decode_threads: int | None = None
     max_age_s: float | None = None  # live: drop frames older than this at inference
     frame_limit: int | None = None  # stop each stream after this many frames
+    name: str = ""  # prefix of channel names, where several pipelines share one registry
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 64:
@@ -109,12 +110,18 @@ def account_drop(metrics: PipelineMetrics, item: Any, cause: str) -> None:
         metrics.frame_outcome(frame.stream_id, cause)
 
 
-def build_file_pipeline(paths: Sequence[Path], stream_ids: Sequence[str], model_path: Path,
-                        spec: ModelSpec, sinks: Sequence[Sink], metrics: PipelineMetrics,
-                        options: PipelineOptions, *,
-                        open_source: Callable[[Path, str], FileSource] = FileSource) -> Pipeline:
-    """A pipeline over local files. Sources and the model are opened here, so a bad file or a
-    mismatched model fails before any stage starts; whatever was opened is closed on failure."""
+def open_file(location: str | Path, stream_id: str) -> FileSource:
+    return FileSource(Path(location), stream_id)
+
+
+def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], model_path: Path,
+                   spec: ModelSpec, sinks: Sequence[Sink], metrics: PipelineMetrics,
+                   options: PipelineOptions, *,
+                   open_source: Callable[[Any, str], Any] = open_file) -> Pipeline:
+    """A pipeline over the given sources (files by default; ``open_source`` opens anything with
+    a PyAV video stream: a paced file, an RTSP camera). Sources and the model are opened here,
+    so a bad file or a mismatched model fails before any stage starts; whatever was opened is
+    closed on failure."""
     check_device(options.device)
     plan = choose_threads(options)
     log.info("threads: inference %d, decode %d per stream (%s)", plan.infer, plan.decode,
@@ -122,8 +129,8 @@ def build_file_pipeline(paths: Sequence[Path], stream_ids: Sequence[str], model_
     opened: list[Any] = []
     try:
         sources = []
-        for path, sid in zip(paths, stream_ids, strict=True):
-            sources.append(open_source(path, sid))
+        for location, sid in zip(locations, stream_ids, strict=True):
+            sources.append(open_source(location, sid))
             opened.append(sources[-1])
         backend = OnnxRuntimeBackend(model_path, threads=plan.infer)
         opened.append(backend)
@@ -150,6 +157,8 @@ def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], 
         account_drop(metrics, item, cause)
 
     def channel(name: str, policy: DropPolicy = "block", producers: int = 1) -> Channel[Any]:
+        if options.name:
+            name = f"{options.name}/{name}"
         ch: Channel[Any] = Channel(name, options.capacity, policy, producers=producers,
                                    on_drop=drop)
         metrics.register_channel(name, ch.capacity, ch.__len__)

@@ -27,9 +27,11 @@ _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
 class Samples:
-    """The most recent observations of one quantity, for quantiles; thread-safe, bounded."""
+    """The most recent observations of one quantity with their times, for quantiles and rates
+    over a recent window; thread-safe, bounded."""
 
     def __init__(self, maxlen: int) -> None:
+        self._times: deque[float] = deque(maxlen=maxlen)
         self._values: deque[float] = deque(maxlen=maxlen)
         self._lock = threading.Lock()
         self.count = 0
@@ -37,22 +39,27 @@ class Samples:
 
     def add(self, value: float) -> None:
         with self._lock:
+            self._times.append(time.monotonic())
             self._values.append(value)
             self.count += 1
             self.total += value
 
-    def quantiles(self, qs: Iterable[float]) -> list[float]:
-        """Quantiles (0..1) of the kept samples; NaN when there are none."""
+    def values(self, window_s: float | None = None) -> np.ndarray:
+        """The kept values, or those observed in the last ``window_s`` seconds."""
         with self._lock:
             values = np.fromiter(self._values, dtype=np.float64)
+            if window_s is None:
+                return values
+            times = np.fromiter(self._times, dtype=np.float64)
+        return values[times >= time.monotonic() - window_s]
+
+    def quantiles(self, qs: Iterable[float], window_s: float | None = None) -> list[float]:
+        """Quantiles (0..1) of the kept (or recent) samples; NaN when there are none."""
+        values = self.values(window_s)
         qs = list(qs)
         if values.size == 0:
             return [float("nan")] * len(qs)
         return [float(v) for v in np.quantile(values, qs)]
-
-    def values(self) -> np.ndarray:
-        with self._lock:
-            return np.fromiter(self._values, dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,7 @@ class PipelineMetrics:
         self.batch_sizes: Counter[int] = Counter()
         self.received: Counter[str] = Counter()
         self.outcomes: dict[str, Counter[str]] = defaultdict(Counter)
+        self.channel_depths: dict[str, tuple[Callable[[], float], int]] = {}
         self._lock = threading.Lock()
 
     def _samples(self) -> Samples:
@@ -108,9 +116,19 @@ class PipelineMetrics:
     def register_stage(self, stage: str) -> None:
         self.stage_instances[stage] += 1
 
+    def unregister_stage(self, stage: str) -> None:
+        self.stage_instances[stage] -= 1
+
     def register_channel(self, name: str, capacity: int, depth: Callable[[], float]) -> None:
         self._capacity.labels(name).set(capacity)
         self._depth.labels(name).set_function(depth)
+        self.channel_depths[name] = (depth, capacity)
+
+    def unregister_channel(self, name: str) -> None:
+        """Forget a channel of a pipeline that has gone (the service removes streams)."""
+        if self.channel_depths.pop(name, None) is not None:
+            self._capacity.remove(name)
+            self._depth.remove(name)
 
     def observe_stage(self, stage: str, seconds: float) -> None:
         self._stage.labels(stage).observe(seconds)
@@ -150,17 +168,26 @@ class PipelineMetrics:
         self._reconnects.labels(stream).inc()
 
     # -- reading -----------------------------------------------------------------------------
-    def stage_summaries(self, wall_s: float | None = None) -> list[StageSummary]:
-        """One row per stage, in the order stages registered."""
+    def stage_summaries(self, wall_s: float | None = None,
+                        window_s: float | None = None) -> list[StageSummary]:
+        """One row per stage, in the order stages registered: over the whole run (``wall_s``,
+        default since creation), or over the last ``window_s`` seconds."""
         wall = wall_s if wall_s is not None else time.monotonic() - self.started_at
+        if window_s is not None:
+            wall = min(wall, window_s)
         rows = []
+        qs = (0.5, 0.95, 0.99)
         for stage, instances in self.stage_instances.items():
+            if instances <= 0:
+                continue
             work = self.stage_work[stage]
-            waits = self.stage_waits[stage]
-            busy = work.total / (wall * instances) if wall > 0 else 0.0
+            recent = work.values(window_s)
+            total = work.total if window_s is None else float(recent.sum())
+            busy = total / (wall * instances) if wall > 0 else 0.0
             rows.append(StageSummary(
-                stage, instances, work.count, min(busy, 1.0),
-                _ms(work.quantiles((0.5, 0.95, 0.99))), _ms(waits.quantiles((0.5, 0.95, 0.99))),
+                stage, instances, work.count if window_s is None else int(recent.size),
+                min(busy, 1.0), _ms(work.quantiles(qs, window_s)),
+                _ms(self.stage_waits[stage].quantiles(qs, window_s)),
             ))
         return rows
 

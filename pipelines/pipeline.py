@@ -71,6 +71,14 @@ class Pipeline:
             if missing > 0:
                 self.metrics.frame_outcome(stream, "dropped_stopped", missing)
 
+    def forget_metrics(self) -> None:
+        """Take this pipeline's stages and channels out of the shared metrics, for a service
+        that removes it while others go on."""
+        for stage in self.stages:
+            self.metrics.unregister_stage(stage.name)
+        for channel in self.channels:
+            self.metrics.unregister_channel(channel.name)
+
     def close(self) -> None:
         """Close every stage (threads, sources, backends), last stage first. Idempotent."""
         if self._closed:

@@ -38,3 +38,18 @@ def small_clip(media) -> Path:
 def wide_clip(media) -> Path:
     """45 frames of 400x160 H.264: an odd aspect ratio."""
     return make_test_clip(media / "wide.mp4", frames=45, size=(400, 160), seed=3)
+
+
+@pytest.fixture
+def rtsp_servers():
+    """Real GStreamer RTSP servers on 127.0.0.1 (tests/rtsp_fixtures.py), stopped at the end.
+    Skips where Debian's GStreamer packages are missing; REQUIRE_RTSP=1 fails instead."""
+    from tests.rtsp_fixtures import RtspServers, gstreamer_missing
+
+    reason = gstreamer_missing()
+    if reason is not None:
+        if os.environ.get("REQUIRE_RTSP") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with RtspServers() as servers:
+        yield servers

@@ -18,7 +18,7 @@ import numpy as np
 
 from app.runner import stream_ids
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions, build_file_pipeline
+from pipelines.build import PipelineOptions, build_pipeline, open_file
 from pipelines.frame import Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.sources.file import FileSource
@@ -98,14 +98,14 @@ class RssSampler:
 
 def measure_pipeline(variant: str, paths: Sequence[Path], model_path: Path, spec: ModelSpec,
                      options: PipelineOptions, *,
-                     open_source: Callable[[Path, str], FileSource] = FileSource,
+                     open_source: Callable[[Path, str], FileSource] = open_file,
                      sink: LatencySink | None = None) -> Measurement:
     metrics = PipelineMetrics()
     sink = sink or LatencySink()
     ids = stream_ids(paths)
     with RssSampler() as rss:
-        pipeline = build_file_pipeline(paths, ids, model_path, spec, [sink], metrics, options,
-                                       open_source=open_source)
+        pipeline = build_pipeline(paths, ids, model_path, spec, [sink], metrics, options,
+                                  open_source=open_source)
         cpu0, t0 = time.process_time(), time.monotonic()
         asyncio.run(pipeline.run())
         wall, cpu = time.monotonic() - t0, time.process_time() - cpu0

@@ -17,7 +17,7 @@ from typing import Any
 from app.bench.measure import CORES, LatencySink
 from app.runner import stream_ids
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions, build_file_pipeline
+from pipelines.build import PipelineOptions, build_pipeline
 from pipelines.metrics import PipelineMetrics
 from pipelines.pipeline import Pipeline
 
@@ -47,7 +47,7 @@ def profile(paths: Sequence[Path], model_path: Path, spec: ModelSpec, options: P
     metrics = PipelineMetrics()
     sink = LatencySink()
     ids = stream_ids(paths)
-    pipeline = build_file_pipeline(paths, ids, model_path, spec, [sink], metrics, options)
+    pipeline = build_pipeline(paths, ids, model_path, spec, [sink], metrics, options)
     occupancy: dict[str, list[float]] = defaultdict(list)
     cpu0, t0 = time.process_time(), time.monotonic()
     asyncio.run(_run_for(pipeline, seconds, occupancy))

@@ -63,6 +63,7 @@ class DecodeStep:
     pictures: list[DecodedPicture] = field(default_factory=list)
     errors: int = 0
     ended: bool = False
+    decode_s: float = 0.0  # time in the decoder: waiting for a live source's packets is not work
 
 
 class DecodeStage(Stage):
@@ -85,7 +86,9 @@ class DecodeStage(Stage):
         index = 0
         try:
             while not self._stopping and not self._limit_reached():
-                step, seconds = await self.call(self._step)
+                step, _ = await self.worker.run(self._step)
+                self.metrics.observe_stage(self.name, step.decode_s)
+                seconds = step.decode_s
                 for picture in step.pictures:
                     if self._limit_reached():
                         break
@@ -106,6 +109,12 @@ class DecodeStage(Stage):
         finally:
             self.output.close()
 
+    def request_stop(self) -> None:
+        """Stop reading now: the source's close() is thread-safe, and ends a wait for a live
+        camera (a backoff, a silent read) that would otherwise hold the stop up."""
+        super().request_stop()
+        self.source.close()
+
     def _limit_reached(self) -> bool:
         return self.frame_limit is not None and self.decoded >= self.frame_limit
 
@@ -115,12 +124,16 @@ class DecodeStage(Stage):
             self._packets = self.source.packets()
         step = DecodeStep(captured_at=time.monotonic())
         for packet in self._packets:
+            step.captured_at = time.monotonic()  # the packet is here: a live frame's capture
             decoder = self._current_decoder()
+            start = time.perf_counter()
             try:
                 step.pictures.extend(decoder.decode(packet))
             except DecodeError as e:
                 log.debug("%s: %s", self.stream_id, e)
                 step.errors += 1
+            finally:
+                step.decode_s += time.perf_counter() - start
             if step.pictures or step.errors:
                 return step
         step.ended = True

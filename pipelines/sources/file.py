@@ -7,6 +7,7 @@ frames. The same split serves RTSP, where the source also owns timeouts and reco
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -19,7 +20,11 @@ log = logging.getLogger(__name__)
 
 
 class FileSource:
-    """An open video file. Use as a context manager; ``close()`` is idempotent."""
+    """An open video file. Use as a context manager; ``close()`` is idempotent and may be
+    called from any thread: while another thread reads ``packets()`` (and decodes with this
+    container's codec context) it only asks that thread to stop — freeing FFmpeg's state under
+    it would crash it — and the reader releases the container when it next resumes, or the
+    owner does once the reading thread has ended."""
 
     live = False
     epoch = 0  # one connection for a file's whole life
@@ -43,6 +48,8 @@ class FileSource:
             self._container.close()
             raise SourceError(f"{self.path}: the video stream has no decodable picture size")
         self._closed = False
+        self._closing = threading.Event()
+        self._reader: threading.Thread | None = None
 
     @property
     def size(self) -> tuple[int, int]:
@@ -65,16 +72,21 @@ class FileSource:
     def packets(self) -> Iterator[av.Packet]:
         """Packets of the video stream, ending with the flush packet. A container that breaks
         off (a truncated file) ends the iteration; the missing frames are the caller's count."""
+        self._reader = threading.current_thread()
         demuxer = self._container.demux(self.video)
-        while True:
-            try:
-                packet = next(demuxer)
-            except StopIteration:
-                return
-            except av.FFmpegError as e:
-                log.warning("%s: demuxing stopped early: %s", self.path, _reason(e))
-                return
-            yield packet
+        try:
+            while not self._closing.is_set():
+                try:
+                    packet = next(demuxer)
+                except StopIteration:
+                    return
+                except av.FFmpegError as e:
+                    log.warning("%s: demuxing stopped early: %s", self.path, _reason(e))
+                    return
+                yield packet
+        finally:
+            if self._closing.is_set():
+                self._release()
 
     def arrival_time(self, pts: float | None) -> float | None:
         """None: a file's frames are captured when they are decoded."""
@@ -87,6 +99,12 @@ class FileSource:
                 f"{self.fps:.2f} fps, {count if count is not None else 'unknown'} frames")
 
     def close(self) -> None:
+        self._closing.set()
+        reader = self._reader
+        if reader is None or reader is threading.current_thread() or not reader.is_alive():
+            self._release()
+
+    def _release(self) -> None:
         if not self._closed:
             self._closed = True
             self._container.close()

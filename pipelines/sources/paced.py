@@ -3,8 +3,9 @@
 Each frame counts as captured at its presentation time, in real time from the first read, and
 its packet is handed over no earlier than that (a B-frame's packet follows the later frame it
 depends on, as from a real encoder). With ``loop`` the file repeats, timestamps running on,
-until ``duration_s`` has passed. The consumer never slows the camera down: a pipeline that
-falls behind sees its latency grow, and a ``drop_oldest`` channel sheds the stale frames.
+until ``duration_s`` has passed (for ever without one, until closed). The consumer never slows
+the camera down: a pipeline that falls behind sees its latency grow, and a ``drop_oldest``
+channel sheds the stale frames.
 """
 
 from __future__ import annotations
@@ -55,11 +56,15 @@ class PacedFileSource(FileSource):
                     latest_due = max(latest_due, float(packet.pts * self.time_base))
                 if self._over():
                     break
-                _sleep_until(self._t0 + latest_due)
+                delay = self._t0 + latest_due - time.monotonic()
+                if delay > 0 and self._closing.wait(delay):
+                    return  # closed while waiting for the frame's moment
                 yield packet
-            if not self.loop or self._over() or self.duration_s is None:
+            if not self.loop or self._over():
                 break
             offset += last_pts
+            if self._closing.is_set():
+                return
             self._container.seek(0, stream=self.video)
         yield None  # type: ignore[misc]  # flush the decoder
 
@@ -69,8 +74,3 @@ class PacedFileSource(FileSource):
             return False
         return time.monotonic() - self._t0 >= self.duration_s
 
-
-def _sleep_until(deadline: float) -> None:
-    delay = deadline - time.monotonic()
-    if delay > 0:
-        time.sleep(delay)

@@ -270,7 +270,9 @@ def _encoder_options(codec: str) -> dict[str, str]:
     if codec == "h264":
         return {"preset": "veryfast", "crf": "20"}
     if codec == "hevc":
-        return {"preset": "ultrafast", "crf": "26", "x265-params": "log-level=error"}
+        # No thread pool: x265's threads made a one-frame clip come out empty under load.
+        return {"preset": "ultrafast", "crf": "26",
+                "x265-params": "log-level=error:pools=none:frame-threads=1"}
     return {"qscale": "4"}
 
 

@@ -1,0 +1,163 @@
+"""The HTTP face of the service (FastAPI): streams CRUD, stats, events, snapshots, metrics.
+
+Mutating routes need ``Authorization: Bearer <VIDPIPE_API_TOKEN>`` when that variable is set.
+Errors are JSON ``{"detail": ...}`` with the status a client can act on: 400 a source the
+service will not open, 401 no or a wrong token, 404 no such stream, 409 an id in use, 422 a
+malformed body (the field is named, the submitted value is not echoed: it may hold a password),
+429 the stream limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from app import __version__
+from app.config import ServiceConfig, StreamConfig
+from app.service import Service, StreamExists, StreamLimit
+from app.stats import stats
+from app.streams import SourceRejected
+from models.errors import ModelError
+from pipelines.errors import VidpipeError
+from pipelines.metrics import PipelineMetrics
+
+DASHBOARD = Path(__file__).resolve().parent / "dashboard"
+
+
+def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None) -> FastAPI:
+    service = Service(config, PipelineMetrics(registry or CollectorRegistry()))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.aclose()
+
+    app = FastAPI(title="vidpipe", version=__version__, lifespan=lifespan,
+                  description="Streams, per-stage latency and detections of a vidpipe service.")
+    app.state.service = service
+    _routes(app, service, _token_check(config.api_token))
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    if DASHBOARD.is_dir():
+        app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
+    return app
+
+
+def _token_check(token: str | None) -> Any:
+    async def require_token(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise HTTPException(401, "this route needs Authorization: Bearer <token>",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    return Depends(require_token)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+def _routes(app: FastAPI, service: Service, auth: Any) -> None:
+    @app.post("/api/streams", status_code=201, dependencies=[auth])
+    async def add_stream(body: StreamConfig) -> dict[str, Any]:
+        try:
+            rt = await service.add_stream(body)
+        except StreamLimit as e:
+            raise HTTPException(429, str(e)) from e
+        except StreamExists as e:
+            raise HTTPException(409, str(e)) from e
+        except (SourceRejected, ModelError, VidpipeError) as e:
+            raise HTTPException(400, str(e)) from e
+        return rt.public()
+
+    @app.get("/api/streams")
+    async def list_streams() -> list[dict[str, Any]]:
+        return [rt.public() for rt in service.streams.values()]
+
+    @app.get("/api/streams/{stream_id}")
+    async def get_stream(stream_id: str) -> dict[str, Any]:
+        return _stream(service, stream_id).public()
+
+    @app.delete("/api/streams/{stream_id}", status_code=204, dependencies=[auth])
+    async def delete_stream(stream_id: str) -> Response:
+        _stream(service, stream_id)
+        await service.remove_stream(stream_id)
+        return Response(status_code=204)
+
+    @app.get("/api/streams/{stream_id}/snapshot.jpg")
+    async def snapshot(stream_id: str) -> Response:
+        jpeg = _stream(service, stream_id).feed.jpeg
+        if jpeg is None:
+            raise HTTPException(404, f"stream {stream_id!r} has no frame yet")
+        return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
+
+    @app.get("/api/stats")
+    async def get_stats(window_s: float = 60.0) -> dict[str, Any]:
+        return stats(service, window_s)
+
+    @app.get("/api/events")
+    async def events(request: Request) -> StreamingResponse:
+        return StreamingResponse(_events(service, request), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(service.metrics.registry),
+                        media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        ready = service.ready
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+
+
+def _stream(service: Service, stream_id: str) -> Any:
+    rt = service.streams.get(stream_id)
+    if rt is None:
+        raise HTTPException(404, f"no stream {stream_id!r}")
+    return rt
+
+
+async def _events(service: Service, request: Request) -> AsyncIterator[str]:
+    """Server-sent events: ``stats`` every second, ``stream``/``removed`` on state changes."""
+    queue = service.subscribe()
+    next_stats = time.monotonic()
+    try:
+        while not await request.is_disconnected():
+            timeout = next_stats - time.monotonic()
+            if timeout <= 0:
+                yield _sse("stats", stats(service))
+                next_stats = time.monotonic() + 1.0
+                continue
+            try:
+                event = await asyncio.wait_for(queue.get(), timeout)
+            except TimeoutError:
+                continue
+            yield _sse(event["type"], event)
+    finally:
+        service.unsubscribe(queue)
+
+
+def _sse(kind: str, data: Any) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data)}\n\n"

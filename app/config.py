@@ -1,0 +1,96 @@
+"""Service configuration: YAML validated by pydantic, with environment overrides.
+
+Every key is checked (``extra="forbid"``), and an error names the key and what it allows. An
+environment variable ``VIDPIPE_<KEY>`` overrides a top-level key (``VIDPIPE_PORT=9000``; lists
+and mappings as JSON: ``VIDPIPE_MEDIA_ROOTS='["/srv/media"]'``). ``VIDPIPE_API_TOKEN`` is read
+only from the environment, never from a file that might be committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipelines.errors import ConfigError
+
+STREAM_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamConfig(_Strict):
+    """One stream: an RTSP camera, or a file under a media root played as a camera would."""
+
+    url: str = Field(min_length=1, max_length=2048)
+    id: str | None = Field(default=None, pattern=STREAM_ID_PATTERN)
+    model: str | None = None  # default: the service's model
+    policy: Literal["block", "drop_oldest"] | None = None  # default: drop_oldest (live)
+
+
+class ServiceConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    model: str = "ssdlite-person"
+    device: str = "cpu"
+    batch_size: int = Field(default=4, ge=1, le=64)
+    batch_timeout_ms: float = Field(default=5.0, ge=0)
+    max_streams: int = Field(default=16, ge=1, le=1024)
+    media_roots: list[Path] = Field(default_factory=list)
+    stall_timeout_s: float = Field(default=5.0, gt=0)
+    snapshot_interval_s: float = Field(default=0.5, gt=0)
+    streams: list[StreamConfig] = Field(default_factory=list)
+    api_token: str | None = Field(default=None, exclude=True, repr=False)
+
+
+def describe_error(error: ValidationError, source: str) -> str:
+    """The first problem, as one line naming the key and what it allows."""
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    allowed = first.get("ctx", {}).get("expected")
+    extra = f" (allowed: {allowed})" if allowed else ""
+    return f"{source}: {where}: {first['msg']}{extra}"
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for key in ServiceConfig.model_fields:
+        value = environ.get(f"VIDPIPE_{key.upper()}")
+        if value is None or key == "api_token":
+            continue
+        try:
+            overrides[key] = json.loads(value) if value[:1] in "[{" else value
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"VIDPIPE_{key.upper()}: not valid JSON ({e.msg})") from e
+    return overrides
+
+
+def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> ServiceConfig:
+    """The service config from ``path`` (optional) and the environment."""
+    environ = dict(os.environ) if environ is None else environ
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read ({e.strerror})") from e
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML ({e})") from e
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: must be a mapping of keys, got {type(loaded).__name__}")
+        data = loaded or {}
+        if "api_token" in data:
+            raise ConfigError(f"{path}: api_token is read only from the environment "
+                              "(VIDPIPE_API_TOKEN), so that it is never in a file")
+    data |= _env_overrides(environ)
+    data["api_token"] = environ.get("VIDPIPE_API_TOKEN") or None
+    try:
+        return ServiceConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(describe_error(e, str(path or "environment"))) from e

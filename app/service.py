@@ -1,0 +1,178 @@
+"""The service: owns one pipeline per stream and their lifetimes.
+
+Streams are added and removed while others run; each has its own pipeline (and so its own
+failure domain: a stream whose source dies, or whose model fails, is marked ``failed`` and the
+others go on). All pipelines share one metrics registry, which ``/metrics`` serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from app.config import ServiceConfig, StreamConfig
+from app.streams import SourceRejected, StreamRuntime, resolve_source
+from models.zoo import resolve_model
+from pipelines.build import PipelineOptions, build_pipeline
+from pipelines.metrics import PipelineMetrics
+from pipelines.sinks.feed import LatestFrameSink
+from pipelines.sources.paced import PacedFileSource
+from pipelines.sources.url import redact, redact_text
+
+log = logging.getLogger(__name__)
+
+
+class StreamLimit(RuntimeError):
+    """The service already runs ``max_streams`` streams (an HTTP 429)."""
+
+
+class StreamExists(ValueError):
+    """A stream with this id runs already (an HTTP 409)."""
+
+
+class Service:
+    def __init__(self, config: ServiceConfig, metrics: PipelineMetrics) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.streams: dict[str, StreamRuntime] = {}
+        self._subscribers: set[asyncio.Queue[dict[str, Any]]] = set()
+        self._ids = itertools.count(1)
+        self.ready = False
+
+    async def start(self) -> None:
+        """Start the streams the config declares; one that fails to start is logged, not fatal."""
+        for stream in self.config.streams:
+            try:
+                await self.add_stream(stream)
+            except (SourceRejected, StreamLimit, StreamExists, ValueError) as e:
+                log.error("stream %s from the config not started: %s", redact(stream.url), e)
+        self.ready = True
+
+    async def add_stream(self, cfg: StreamConfig) -> StreamRuntime:
+        if len(self.streams) >= self.config.max_streams:
+            raise StreamLimit(f"the service runs {self.config.max_streams} streams, its limit")
+        kind, target = resolve_source(cfg.url, self.config.media_roots)
+        stream_id = cfg.id or self._next_id()
+        if stream_id in self.streams:
+            raise StreamExists(f"stream {stream_id!r} exists already")
+        model = cfg.model or self.config.model
+        model_path, spec = resolve_model(model)
+        policy = cfg.policy or "drop_oldest"
+        rt = StreamRuntime(stream_id, redact(cfg.url), kind, model, policy,
+                           LatestFrameSink(spec, interval_s=self.config.snapshot_interval_s))
+        self.streams[stream_id] = rt
+        try:
+            rt.pipeline = await asyncio.to_thread(
+                build_pipeline, [target], [stream_id], model_path, spec, [rt.feed],
+                self.metrics, self._options(stream_id, policy),
+                open_source=self._opener(rt))
+        except Exception:
+            del self.streams[stream_id]
+            raise
+        rt.task = asyncio.create_task(self._run(rt), name=f"stream-{stream_id}")
+        self._emit({"type": "stream", "stream": rt.public()})
+        log.info("stream %s added: %s (%s)", stream_id, rt.url, kind)
+        return rt
+
+    def _next_id(self) -> str:
+        while (candidate := f"stream-{next(self._ids)}") in self.streams:
+            pass
+        return candidate
+
+    def _options(self, stream_id: str, policy: str) -> PipelineOptions:
+        c = self.config
+        return PipelineOptions(device=c.device, batch_size=c.batch_size,
+                               batch_timeout_ms=c.batch_timeout_ms, capacity=2,
+                               policy=policy, name=stream_id)  # type: ignore[arg-type]
+
+    def _opener(self, rt: StreamRuntime) -> Callable[[Any, str], Any]:
+        # A source reports from its decode thread; the service's state lives on the loop.
+        loop = asyncio.get_running_loop()
+
+        def on_state(state: str) -> None:
+            loop.call_soon_threadsafe(self._set_state, rt, state)
+
+        def on_reconnect() -> None:
+            loop.call_soon_threadsafe(self._count_reconnect, rt)
+
+        def open_source(location: Any, sid: str) -> Any:
+            if rt.kind == "file":
+                rt.source = PacedFileSource(location, sid, loop=True)
+            else:
+                from pipelines.sources.rtsp import RtspSource
+
+                rt.source = RtspSource(location, sid, stall_timeout_s=self.config.stall_timeout_s,
+                                       on_state=on_state, on_reconnect=on_reconnect)
+            return rt.source
+
+        return open_source
+
+    def _count_reconnect(self, rt: StreamRuntime) -> None:
+        rt.reconnects += 1
+        self.metrics.count_reconnect(rt.id)
+
+    def _set_state(self, rt: StreamRuntime, state: str) -> None:
+        rt.state = state
+        self.metrics.set_stream_up(rt.id, state == "up")
+        self._emit({"type": "stream", "stream": rt.public()})
+
+    async def _run(self, rt: StreamRuntime) -> None:
+        assert rt.pipeline is not None
+        if rt.kind == "file":
+            self._set_state(rt, "up")
+        try:
+            await rt.pipeline.run()
+            self._set_state(rt, "stopped")
+        except asyncio.CancelledError:
+            self._set_state(rt, "stopped")
+            raise
+        except BaseException as e:  # a failed stream must not take the service down
+            rt.error = redact_text(str(e.exceptions[0] if isinstance(e, BaseExceptionGroup)
+                                       else e))
+            log.error("stream %s failed: %s", rt.id, rt.error)
+            self._set_state(rt, "failed")
+
+    async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> None:
+        rt = self.streams.pop(stream_id)
+        await self._stop(rt, timeout_s)
+        self._emit({"type": "removed", "stream": rt.public()})
+        log.info("stream %s removed", stream_id)
+
+    async def _stop(self, rt: StreamRuntime, timeout_s: float) -> None:
+        if rt.pipeline is not None:
+            await rt.pipeline.stop(drain=True)  # closes the source: a waiting read ends
+        if rt.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(rt.task), timeout_s)
+            except TimeoutError:
+                log.warning("stream %s did not drain in %.0f s; cancelling", rt.id, timeout_s)
+                assert rt.pipeline is not None
+                await rt.pipeline.stop(drain=False)
+                await asyncio.gather(rt.task, return_exceptions=True)
+        if rt.pipeline is not None:
+            rt.pipeline.forget_metrics()
+
+    async def aclose(self, timeout_s: float = 8.0) -> None:
+        """Drain every stream at once, within ``timeout_s`` in all."""
+        self.ready = False
+        streams = list(self.streams.values())
+        self.streams.clear()
+        await asyncio.gather(*(self._stop(rt, timeout_s) for rt in streams),
+                             return_exceptions=True)
+
+    def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=100)
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        self._subscribers.discard(queue)
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        for queue in self._subscribers:
+            if queue.full():
+                queue.get_nowait()  # a slow reader loses the oldest event, not the service
+            queue.put_nowait(event)

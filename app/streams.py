@@ -1,0 +1,73 @@
+"""What the service knows about one stream, and which sources it accepts.
+
+A stream's URL is checked before anything opens it: ``rtsp://`` or ``rtsps://`` cameras, or
+files under a configured media root (played in a loop at their frame rate, as a camera would).
+Anything else is refused with the reason. The URL kept for display has its password removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pipelines.pipeline import Pipeline
+from pipelines.sinks.feed import LatestFrameSink
+from pipelines.sources.url import redact
+
+SourceKind = Literal["rtsp", "file"]
+STATES = ("connecting", "up", "reconnecting", "stopped", "failed")
+
+
+class SourceRejected(ValueError):
+    """The URL names nothing the service will open; the message says why (an HTTP 400)."""
+
+
+def resolve_source(url: str, media_roots: list[Path]) -> tuple[SourceKind, str]:
+    """``("rtsp", url)`` or ``("file", absolute path)``, or SourceRejected."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in ("rtsp", "rtsps"):
+        if not parts.hostname:
+            raise SourceRejected(f"{redact(url)}: an RTSP URL needs a host")
+        return "rtsp", url
+    if scheme not in ("", "file"):
+        raise SourceRejected(f"scheme {scheme!r} is not allowed: use rtsp://, rtsps:// or a "
+                             "file path under a media root")
+    path = Path(parts.path if scheme == "file" else url)
+    if not media_roots:
+        raise SourceRejected("file sources are disabled: no media_roots are configured")
+    resolved = path.resolve()
+    for root in media_roots:
+        if resolved.is_relative_to(root.resolve()):
+            if not resolved.is_file():
+                raise SourceRejected(f"{resolved}: no such file under the media roots")
+            return "file", str(resolved)
+    raise SourceRejected(f"{path} is outside the media roots "
+                         f"({', '.join(str(r) for r in media_roots)})")
+
+
+@dataclass(eq=False)
+class StreamRuntime:
+    id: str
+    url: str  # already redacted
+    kind: SourceKind
+    model: str
+    policy: str
+    feed: LatestFrameSink
+    state: str = "connecting"
+    reconnects: int = 0
+    error: str | None = None
+    created_at: float = field(default_factory=time.time)
+    pipeline: Pipeline | None = None
+    task: asyncio.Task[None] | None = None
+    source: Any = None
+
+    def public(self) -> dict[str, Any]:
+        """What the API shows: never the credentials, never internals."""
+        return {"id": self.id, "url": self.url, "kind": self.kind, "model": self.model,
+                "policy": self.policy, "state": self.state, "reconnects": self.reconnects,
+                "error": self.error, "created_at": self.created_at}

@@ -1,0 +1,281 @@
+"""RtspSource: packets of a live RTSP stream that survives its camera going away.
+
+A camera reboots, a switch flaps, a server restarts: the source notices (an error, a read that
+times out, or no video for ``stall_timeout_s``), closes the connection, waits a capped,
+jittered, exponentially growing delay and connects again, for as long as it takes (or
+``max_attempts`` consecutive failures). Each connection is a new ``epoch``, so the decode stage
+makes a new decoder for it: the stream may come back with other parameters. The other streams of
+the pipeline never notice; the outage shows in ``state``, ``reconnects`` and the callbacks
+(which the builder points at ``vidpipe_stream_up`` and ``vidpipe_stream_reconnects_total``).
+
+Like every source it only demuxes, on the decode stage's thread, and starts no thread itself.
+The URL's credentials never leave this object: logs and ``repr`` show ``redact(url)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Literal
+
+import av
+
+from pipelines.errors import ConfigError, SourceError
+from pipelines.sources.url import redact, redact_text, validate_rtsp_url
+
+log = logging.getLogger(__name__)
+
+SourceState = Literal["connecting", "up", "reconnecting", "stopped", "failed"]
+TRANSPORTS = ("tcp", "udp", "udp_multicast", "http", "https")
+
+
+class Backoff:
+    """Delays between connection attempts: ``initial * 2**n``, capped at ``cap``, each shortened
+    by a random fraction up to ``jitter`` so that many cameras behind one failed switch do not
+    reconnect in lockstep. Jitter only ever shortens a delay, so ``cap`` is a true upper bound:
+    the time to come back after the server returns is at most ``cap`` plus one connection."""
+
+    def __init__(self, initial: float, cap: float, jitter: float, *,
+                 rng: random.Random | None = None) -> None:
+        if initial <= 0 or cap < initial:
+            raise ConfigError(f"backoff needs 0 < initial <= cap, got initial {initial} s, "
+                              f"cap {cap} s")
+        if not 0 <= jitter < 1:
+            raise ConfigError(f"backoff jitter must be in [0, 1), got {jitter}")
+        self.initial, self.cap, self.jitter = initial, cap, jitter
+        self._rng = rng or random.Random()
+        self._attempt = 0
+
+    def next_delay(self) -> float:
+        """The delay before the next attempt; each call doubles the base up to the cap."""
+        base = min(self.cap, self.initial * 2.0 ** min(self._attempt, 60))
+        self._attempt += 1
+        return base * (1.0 - self.jitter * self._rng.random())
+
+    def reset(self) -> None:
+        """After a connection that delivered video: the next outage starts from ``initial``."""
+        self._attempt = 0
+
+
+class StreamLost(Exception):
+    """A connection ended: the server closed it, or no video came for too long."""
+
+
+class RtspSource:
+    """A live RTSP stream. ``packets()`` yields video packets across reconnections until
+    ``close()`` (state ``stopped``) or ``max_attempts`` consecutive failures (state ``failed``)."""
+
+    live = True
+    frame_count: int | None = None  # a live stream declares nothing
+
+    def __init__(self, url: str, stream_id: str, *, transport: str = "tcp",
+                 open_timeout_s: float = 5.0, read_timeout_s: float = 5.0,
+                 stall_timeout_s: float = 5.0, backoff_initial_s: float = 0.25,
+                 backoff_max_s: float = 2.0, jitter: float = 0.2,
+                 max_attempts: int | None = None, probe_s: float = 0.2,
+                 on_state: Callable[[str], None] | None = None,
+                 on_reconnect: Callable[[], None] | None = None,
+                 rng_seed: int | None = None) -> None:
+        self._url = validate_rtsp_url(url)
+        self.url = redact(url)  # the only form that is shown anywhere
+        _check_settings(self.url, stream_id, transport, max_attempts,
+                        {"open timeout": open_timeout_s, "read timeout": read_timeout_s,
+                         "stall timeout": stall_timeout_s, "probe time": probe_s})
+        self.stream_id = stream_id
+        self.transport = transport
+        # A read that waits longer than the stall timeout is a stall too: "no packet at all for
+        # stall_timeout_s" ends inside FFmpeg, "packets, but none of video" ends in _connection.
+        self.timeouts = (open_timeout_s, min(read_timeout_s, stall_timeout_s))
+        self.stall_timeout_s = stall_timeout_s
+        self.max_attempts = max_attempts
+        self.probe_s = probe_s
+        self.backoff = Backoff(backoff_initial_s, backoff_max_s, jitter,
+                               rng=random.Random(rng_seed))
+        self._on_state = on_state
+        self._on_reconnect = on_reconnect
+        self.state: SourceState = "connecting"
+        self.epoch = 0
+        self.reconnects = 0
+        self._container: Any = None  # av.container.InputContainer of the current connection
+        self._demuxer: Iterator[av.Packet] | None = None
+        self._video: Any = None
+        self._ever_up = False
+        self._closing = threading.Event()
+        self._reader: threading.Thread | None = None  # the thread that iterates packets()
+        self._io = threading.Lock()  # around every call into the container
+
+    @property
+    def video(self) -> av.video.stream.VideoStream:
+        """The video stream of the current connection (what PyAVDecoder decodes)."""
+        if self._video is None:
+            raise SourceError(f"{self.url}: not connected (state {self.state})")
+        return self._video  # type: ignore[no-any-return]
+
+    def arrival_time(self, pts: float | None) -> float | None:
+        """None: a live frame counts as captured when it is decoded, moments after arrival."""
+        return None
+
+    def packets(self) -> Iterator[av.Packet]:
+        """Video packets, forever: connect, read until the connection breaks or stalls, wait
+        the backoff, connect again. Ends on ``close()`` or after ``max_attempts`` failures."""
+        self._reader = threading.current_thread()
+        failures = 0
+        try:
+            while not self._closing.is_set():
+                delivered = yield from self._connection()
+                if self._closing.is_set():
+                    return
+                if delivered:
+                    failures = 0
+                    self.backoff.reset()
+                else:
+                    failures += 1
+                    if self.max_attempts is not None and failures >= self.max_attempts:
+                        log.error("%s: giving up after %d failed attempts in a row", self.url,
+                                  failures)
+                        self._set_state("failed")
+                        return
+                self._set_state("reconnecting" if self._ever_up else "connecting")
+                self._closing.wait(self.backoff.next_delay())
+        finally:
+            self._release()
+            if self.state != "failed":
+                self._set_state("stopped")
+
+    def _connection(self) -> Generator[av.Packet, None, int]:
+        """One connection's video packets; returns how many it delivered (0: it failed)."""
+        if not self._open():
+            return 0
+        delivered = 0
+        video_index = self._video.index
+        last_video = time.monotonic()
+        try:
+            while True:
+                packet = self._read()
+                if packet is None:
+                    return delivered  # closed from another thread
+                now = time.monotonic()
+                if packet.stream_index == video_index:
+                    last_video = now
+                    delivered += 1
+                    yield packet
+                    self._reader = threading.current_thread()
+                elif now - last_video > self.stall_timeout_s:
+                    raise StreamLost(f"no video for {now - last_video:.1f} s")
+        except (StreamLost, av.FFmpegError, OSError) as e:
+            log.warning("%s: stream lost after %d packets: %s", self.url, delivered, _reason(e))
+            return delivered
+        finally:
+            self._release()
+
+    def _open(self) -> bool:
+        """Connect; on success the source is ``up`` in a new epoch."""
+        options = {"rtsp_transport": self.transport,
+                   "analyzeduration": str(int(self.probe_s * 1_000_000))}
+        with self._io:
+            if self._closing.is_set():
+                return False
+            try:
+                container = av.open(self._url, options=options, timeout=self.timeouts)
+            except (av.FFmpegError, OSError) as e:
+                log.info("%s: cannot connect: %s", self.url, _reason(e))
+                return False
+            if self._closing.is_set() or not container.streams.video:
+                container.close()
+                if not self._closing.is_set():
+                    log.warning("%s: the stream has no video track", self.url)
+                return False
+            self._container, self._video = container, container.streams.video[0]
+            self._demuxer = container.demux()  # every track: stall means no *video*
+        self.epoch += 1
+        if self._ever_up:
+            self.reconnects += 1
+            log.info("%s: reconnected (%d reconnections)", self.url, self.reconnects)
+            if self._on_reconnect is not None:
+                self._on_reconnect()
+        self._ever_up = True
+        self._set_state("up")
+        return True
+
+    def _read(self) -> av.Packet | None:
+        """The next packet of any track; None once closing. A demuxer that ends (FFmpeg yields
+        empty flush packets at the end) means the server hung up: a live stream has no end."""
+        with self._io:
+            if self._closing.is_set() or self._demuxer is None:
+                return None
+            packet = next(self._demuxer, None)
+        if packet is None or packet.size == 0:
+            raise StreamLost("the server ended the stream")
+        return packet
+
+    def _release(self) -> None:
+        """Close the current connection, if any. Idempotent."""
+        with self._io:
+            demuxer, container = self._demuxer, self._container
+            self._demuxer = self._container = None
+            if demuxer is not None:
+                demuxer.close()  # type: ignore[attr-defined]
+            if container is not None:
+                container.close()
+
+    def _set_state(self, state: SourceState) -> None:
+        # Once closing, only the end is news: a connection that completes just after close()
+        # must not show the stream as up again.
+        if state == self.state or (self._closing.is_set() and state not in ("stopped", "failed")):
+            return
+        self.state = state
+        log.debug("%s: %s", self.url, state)
+        if self._on_state is not None:
+            self._on_state(state)
+
+    def describe(self) -> str:
+        return f"{self.stream_id}: {self.url} over {self.transport}, {self.state}"
+
+    def close(self) -> None:
+        """Stop reading; idempotent, callable from any thread; ``packets()`` then ends.
+
+        A thread that is reading (or holds a packet it has not decoded yet: its decoder may
+        still be made from ``video``) keeps the connection until it next resumes ``packets()``,
+        within a read timeout, at once on a live stream. Otherwise the connection is closed
+        here: by the reading thread itself, before it started, or after it has ended (the
+        decode stage closes its source once its worker thread is gone)."""
+        self._closing.set()
+        reader = self._reader
+        if reader is None or reader is threading.current_thread() or not reader.is_alive():
+            self._release()
+        if self.state != "failed":
+            self._set_state("stopped")
+
+    def __repr__(self) -> str:
+        return f"RtspSource({self.url!r}, {self.stream_id!r}, state={self.state!r})"
+
+    def __enter__(self) -> RtspSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_settings(shown: str, stream_id: str, transport: str, max_attempts: int | None,
+                    seconds: dict[str, float]) -> None:
+    """Refuse settings that cannot work, naming the allowed values (and never the password)."""
+    if "://" in stream_id and redact(stream_id) != stream_id:
+        # the stream id becomes a metric label and an API key: it must not carry credentials
+        raise ConfigError(f"stream id {redact(stream_id)!r} holds credentials; name the stream "
+                          "instead (e.g. 'lobby')")
+    if transport not in TRANSPORTS:
+        raise ConfigError(f"{shown}: transport must be one of {TRANSPORTS}, got {transport!r}")
+    for name, value in seconds.items():
+        if value <= 0:
+            raise ConfigError(f"{shown}: {name} must be > 0 s, got {value}")
+    if max_attempts is not None and max_attempts < 1:
+        raise ConfigError(f"{shown}: max attempts must be >= 1 or None, got {max_attempts}")
+
+
+def _reason(error: BaseException) -> str:
+    """An error as one line, with any URL in it redacted (FFmpeg quotes the URL it opened)."""
+    text = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return redact_text(f"{type(error).__name__}: {text}")

@@ -1,0 +1,137 @@
+"""The service's HTTP API with real pipelines over files (played as cameras) and real ONNX
+Runtime; RTSP-specific behaviour is tested against a real RTSP server elsewhere."""
+
+import logging
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api import create_app
+from app.config import ServiceConfig
+
+SECRET = "hunter2-secret"
+
+
+@pytest.fixture
+def media_root(small_clip, tmp_path):
+    root = tmp_path / "media"
+    root.mkdir()
+    (root / "cam.mp4").write_bytes(small_clip.read_bytes())
+    return root
+
+
+def client_for(media_root, **overrides):
+    config = ServiceConfig(media_roots=[media_root], **overrides)
+    return TestClient(create_app(config))
+
+
+def wait_for(predicate, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_add_watch_and_remove_a_stream(media_root):
+    with client_for(media_root) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/readyz").status_code == 200
+        r = client.post("/api/streams", json={"url": str(media_root / "cam.mp4"), "id": "cam"})
+        assert r.status_code == 201, r.text
+        assert r.json()["id"] == "cam" and r.json()["kind"] == "file"
+        assert [s["id"] for s in client.get("/api/streams").json()] == ["cam"]
+
+        def stream_stats():
+            stats = client.get("/api/stats").json()
+            streams = {s["id"]: s for s in stats["streams"]}
+            return stats if streams["cam"]["fps"] > 0 else None
+
+        stats = wait_for(stream_stats)
+        assert {s["stage"] for s in stats["stages"]} >= {"decode", "preprocess", "infer"}
+        assert all(s["work_ms"]["p50"] is not None for s in stats["stages"])
+        snapshot = wait_for(lambda: (r := client.get("/api/streams/cam/snapshot.jpg"))
+                            .status_code == 200 and r)
+        assert snapshot.headers["content-type"] == "image/jpeg"
+        assert snapshot.content[:2] == b"\xff\xd8"
+        metrics = client.get("/metrics").text
+        assert 'vidpipe_stage_seconds_count{stage="infer"}' in metrics
+        assert 'vidpipe_frames_total{outcome="processed",stream="cam"}' in metrics
+        assert client.delete("/api/streams/cam").status_code == 204
+        assert client.get("/api/streams").json() == []
+        assert client.get("/api/streams/cam").status_code == 404
+
+
+def test_streams_from_the_config_start_at_boot(media_root):
+    stream = {"url": str(media_root / "cam.mp4"), "id": "boot"}
+    with client_for(media_root, streams=[stream]) as client:
+        assert client.get("/api/streams/boot").json()["state"] in ("up", "connecting")
+
+
+def test_events_stream_stats_every_second(media_root):
+    with client_for(media_root) as client:
+        with client.stream("GET", "/api/events") as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            lines = response.iter_lines()
+            assert next(lines) == "event: stats"
+            assert next(lines).startswith('data: {"window_s"')
+
+
+@pytest.mark.parametrize("body, status, text", [
+    ({"url": "file:///etc/passwd"}, 400, "outside the media roots"),
+    ({"url": "/etc/passwd"}, 400, "outside the media roots"),
+    ({"url": "http://example.com/cam"}, 400, "scheme 'http' is not allowed"),
+    ({"url": "rtsp:///nohost"}, 400, "needs a host"),
+    ({"id": "x"}, 422, "url"),
+    ({"url": "rtsp://h/x", "policy": "newest"}, 422, "policy"),
+    ({"url": "rtsp://h/x", "colour": "red"}, 422, "colour"),
+])
+def test_bad_requests_say_what_is_wrong(media_root, body, status, text):
+    with client_for(media_root) as client:
+        r = client.post("/api/streams", json=body)
+        assert r.status_code == status, r.text
+        assert text in r.text
+
+
+def test_mutating_routes_need_the_token_when_one_is_set(media_root):
+    with client_for(media_root, api_token="tok") as client:
+        body = {"url": str(media_root / "cam.mp4"), "id": "cam"}
+        assert client.post("/api/streams", json=body).status_code == 401
+        assert client.post("/api/streams", json=body,
+                           headers={"Authorization": "Bearer nope"}).status_code == 401
+        ok = {"Authorization": "Bearer tok"}
+        assert client.post("/api/streams", json=body, headers=ok).status_code == 201
+        assert client.get("/api/streams").status_code == 200  # reading needs no token
+        assert client.delete("/api/streams/cam").status_code == 401
+        assert client.delete("/api/streams/cam", headers=ok).status_code == 204
+
+
+def test_the_stream_limit_answers_429_and_ids_are_unique(media_root):
+    with client_for(media_root, max_streams=1) as client:
+        body = {"url": str(media_root / "cam.mp4"), "id": "a"}
+        assert client.post("/api/streams", json=body).status_code == 201
+        assert client.post("/api/streams", json=body | {"id": "b"}).status_code == 429
+    with client_for(media_root, max_streams=2) as client:
+        assert client.post("/api/streams", json=body).status_code == 201
+        assert client.post("/api/streams", json=body).status_code == 409
+
+
+def test_a_password_in_an_rtsp_url_appears_nowhere(media_root, caplog):
+    caplog.set_level(logging.DEBUG)
+    url = f"rtsp://admin:{SECRET}@127.0.0.1:9/cam"  # nothing listens there: it reconnects
+    with client_for(media_root) as client:
+        r = client.post("/api/streams", json={"url": url, "id": "door"})
+        assert r.status_code == 201
+        time.sleep(1.5)
+        seen = [r.text, client.get("/api/streams").text, client.get("/api/streams/door").text,
+                client.get("/api/stats").text, client.get("/metrics").text]
+        bad = client.post("/api/streams", json={"url": url, "id": "door", "policy": "x"})
+        seen.append(bad.text)
+        client.delete("/api/streams/door")
+    seen.append(caplog.text)
+    assert "admin:***@" in r.text or "***@" in r.text
+    for text in seen:
+        assert SECRET not in text

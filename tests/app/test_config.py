@@ -1,0 +1,46 @@
+from pathlib import Path
+
+import pytest
+
+from app.config import load_config
+from pipelines.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "service.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_work_with_no_file_and_no_environment():
+    cfg = load_config(None, environ={})
+    assert (cfg.host, cfg.port, cfg.model, cfg.streams) == ("127.0.0.1", 8080, "ssdlite-person", [])
+
+
+def test_a_file_with_streams_and_environment_overrides(tmp_path):
+    path = write(tmp_path, "port: 9000\nstreams:\n  - url: rtsp://cam/1\n    id: door\n")
+    cfg = load_config(path, environ={"VIDPIPE_PORT": "9100", "VIDPIPE_MEDIA_ROOTS": '["/srv"]',
+                                     "VIDPIPE_API_TOKEN": "s3cret"})
+    assert cfg.port == 9100 and cfg.media_roots == [Path("/srv")]
+    assert cfg.streams[0].id == "door" and cfg.api_token == "s3cret"
+    assert "s3cret" not in repr(cfg)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("prot: 80\n", "prot: Extra inputs are not permitted"),
+    ("port: 0\n", "port: Input should be greater than or equal to 1"),
+    ("streams:\n  - url: rtsp://x\n    policy: newest\n",
+     "streams.0.policy: Input should be 'block' or 'drop_oldest'"),
+    ("streams:\n  - url: rtsp://x\n    id: 'bad id!'\n", "streams.0.id: String should match"),
+    ("api_token: abc\n", "read only from the environment"),
+    ("- just\n- a list\n", "must be a mapping"),
+    ("port: [unclosed\n", "not valid YAML"),
+])
+def test_errors_name_the_key_and_what_it_allows(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(write(tmp_path, text), environ={})
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml", environ={})
