@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -160,8 +161,10 @@ class Service:
         self.ready = False
         streams = list(self.streams.values())
         self.streams.clear()
+        start = time.monotonic()
         await asyncio.gather(*(self._stop(rt, timeout_s) for rt in streams),
                              return_exceptions=True)
+        log.info("drained %d stream(s) in %.2f s", len(streams), time.monotonic() - start)
 
     def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=100)
