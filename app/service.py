@@ -155,6 +155,7 @@ class Service:
                 await asyncio.gather(rt.task, return_exceptions=True)
         if rt.pipeline is not None:
             rt.pipeline.forget_metrics()
+        self.metrics.forget_stream(rt.id)
 
     async def aclose(self, timeout_s: float = 8.0) -> None:
         """Drain every stream at once, within ``timeout_s`` in all."""

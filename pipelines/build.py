@@ -170,7 +170,8 @@ def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], 
     prepared = channel("prepared", producers=len(sources))
     for source in sources:
         policy = options.policy or ("drop_oldest" if source.live else "block")
-        decoded = channel(f"decoded/{source.stream_id}", policy)
+        # Named by stream where one pipeline serves several; a named pipeline is one stream's.
+        decoded = channel("decoded" if options.name else f"decoded/{source.stream_id}", policy)
         stages.append(DecodeStage(source, decoder_for, decoded, metrics,
                                   frame_limit=options.frame_limit))
         stages.append(PreprocessStage(source.stream_id, OpenCVPreprocessor(spec.input), decoded,

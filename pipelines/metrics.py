@@ -164,6 +164,13 @@ class PipelineMetrics:
     def set_stream_up(self, stream: str, up: bool) -> None:
         self._up.labels(stream).set(1.0 if up else 0.0)
 
+    def forget_stream(self, stream: str) -> None:
+        """A stream removed on purpose is not a stream that is down: drop its up gauge."""
+        try:
+            self._up.remove(stream)
+        except KeyError:
+            pass
+
     def count_reconnect(self, stream: str) -> None:
         self._reconnects.labels(stream).inc()
 
