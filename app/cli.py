@@ -51,8 +51,9 @@ ClassesOpt = Annotated[Path | None, typer.Option(
 InputSizeOpt = Annotated[str | None, typer.Option(
     "--input-size", help="WxH, for a model without a card whose input size is dynamic.")]
 DeviceOpt = Annotated[str, typer.Option(
-    "--device", help="cpu (FFmpeg, OpenCV, ONNX Runtime). cuda[:N] is refused until the GPU "
-    "backends land.")]
+    "--device", help="cpu (FFmpeg, OpenCV, ONNX Runtime) or cuda[:N] (NVDEC, CV-CUDA or torch, "
+    "TensorRT or torch; each falls back to the next, logged once; without CUDA the CPU "
+    "pipeline runs, with a warning).")]
 OutOpt = Annotated[Path, typer.Option(
     "--out", "-o", help="Folder for detections.jsonl, summary.json and annotated videos.")]
 BatchOpt = Annotated[int, typer.Option(

@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions, build_pipeline
+from pipelines.build import PipelineOptions, build_pipeline, check_device
 from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
 from pipelines.pipeline import Pipeline
@@ -73,8 +73,14 @@ def run_files(paths: Sequence[Path], model_path: Path, spec: ModelSpec, out: Pat
     info = probe_sources(paths, ids)
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry)
+    check_device(options.device)
     created_out = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot create the folder ({e.strerror})") from e
     sinks: list[Sink] = []
     committed = False
     with ExitStack() as stack:

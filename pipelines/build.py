@@ -19,9 +19,10 @@ from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.spec import ModelSpec
 from models.zoo import check_compatible
 from pipelines.channel import Channel, DropPolicy
+from pipelines.cuda import parse_device
 from pipelines.decode.pyav import PyAVDecoder
 from pipelines.decode.stage import DecodeStage, PacketSource, PictureDecoder
-from pipelines.errors import ConfigError, DeviceError
+from pipelines.errors import ConfigError
 from pipelines.frame import Batch, Frame, Result
 from pipelines.infer import InferStage
 from pipelines.metrics import PipelineMetrics
@@ -87,13 +88,8 @@ def choose_threads(options: PipelineOptions, cores: int | None = None) -> Thread
 
 
 def check_device(device: str) -> None:
-    """Only the CPU backends exist so far; a GPU request fails loudly, never silently on CPU."""
-    if device == "cpu":
-        return
-    if device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
-        raise DeviceError(f"device {device!r}: the GPU backends are not part of this build yet; "
-                          "use --device cpu")
-    raise DeviceError(f"unknown device {device!r}; expected 'cpu' or 'cuda[:N]'")
+    """A known device string, or DeviceError naming the allowed ones."""
+    parse_device(device)
 
 
 def account_drop(metrics: PipelineMetrics, item: Any, cause: str) -> None:
@@ -123,6 +119,11 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
     so a bad file or a mismatched model fails before any stage starts; whatever was opened is
     closed on failure."""
     check_device(options.device)
+    if parse_device(options.device).is_cuda:
+        from pipelines.build_gpu import build_gpu_pipeline  # imports this module: keep lazy
+
+        return build_gpu_pipeline(locations, stream_ids, model_path, spec, sinks, metrics,
+                                  options, open_source=open_source)
     plan = choose_threads(options)
     log.info("threads: inference %d, decode %d per stream (%s)", plan.infer, plan.decode,
              plan.reason)

@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
     if not has_cuda:
         skip = pytest.mark.skip(reason="needs a CUDA GPU (set REQUIRE_GPU=1 to fail instead)")
         for item in items:
-            if "gpu" in item.keywords:
+            if item.get_closest_marker("gpu") is not None:
                 item.add_marker(skip)
 
 

@@ -94,8 +94,10 @@ class DecodeStage(Stage):
                         break
                     arrived = self.source.arrival_time(picture.pts)
                     captured_at = step.captured_at if arrived is None else arrived
-                    frame = Frame(self.stream_id, index, picture.pts, captured_at,
-                                  torch.from_numpy(picture.image),
+                    image = picture.image if isinstance(picture.image, torch.Tensor) \
+                        else torch.from_numpy(picture.image)
+                    frame = Frame(self.stream_id, index, picture.pts, captured_at, image,
+                                  ready=getattr(picture, "ready", None),
                                   timings={"decode": seconds / len(step.pictures)})
                     index += 1
                     self.decoded += 1

@@ -151,7 +151,7 @@ def bad_inputs(tmp: Path, clip: Path):
                               "--classes", names, "--input-size", "300x300"], "yolov8 expects"),
         "unknown zoo name": (["run", clip, "--model", "nosuchmodel"], "zoo"),
         "unknown device": (["run", clip, "--device", "tpu"], "unknown device 'tpu'"),
-        "no GPU backends": (["run", clip, "--device", "cuda:0"], "cuda:0"),
+        "out is a file": (["run", clip, "--out", text], "exists and is not a folder"),
         "bad batch size": (["run", clip, "--batch-size", "0"], "batch size"),
         "bad input size": (["run", clip, "--model", not_onnx, "--format", "yolov8",
                             "--input-size", "big"], "--input-size"),
@@ -160,11 +160,11 @@ def bad_inputs(tmp: Path, clip: Path):
 
 @pytest.mark.parametrize("case", [
     "missing file", "not a video", "not onnx", "mismatched model", "unknown zoo name",
-    "unknown device", "no GPU backends", "bad batch size", "bad input size"])
+    "unknown device", "out is a file", "bad batch size", "bad input size"])
 def test_bad_input_is_one_clear_line_and_exit_2_with_no_output_left(case, small_clip, tmp_path):
     args, expected = bad_inputs(tmp_path, small_clip)[case]
     out = tmp_path / "out"
-    code, output = vidpipe(*args, "--out", out)
+    code, output = vidpipe(*args, *([] if "--out" in args else ["--out", out]))
     assert code == 2, output
     errors = [line for line in output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and expected in errors[0], output
@@ -185,3 +185,14 @@ def test_help_explains_every_option():
     for option in ("--model", "--format", "--classes", "--device", "--out", "--batch-size",
                    "--batch-timeout-ms", "--annotate", "--metrics-port", "--infer-threads"):
         assert option in output
+
+
+def test_a_cuda_device_without_cuda_falls_back_to_the_cpu_and_says_so(small_clip, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the GPU path is tested in tests/gpu")
+    code, output = vidpipe("run", small_clip, "--device", "cuda:0", "--out", tmp_path)
+    assert code == 0, output
+    assert "running on the CPU" in output and "cuda:0" in output
+    assert len((tmp_path / "detections.jsonl").read_text().splitlines()) == 60

@@ -1,0 +1,140 @@
+"""Preprocessing with CV-CUDA: letterbox resize, normalisation and NCHW reformat on the GPU,
+written into the batch tensor on the stage's CUDA stream.
+
+Per frame, on one stream (``cvcuda.as_stream`` wraps the stage's torch stream, so CV-CUDA
+operators and torch operations are ordered on it without any wait):
+
+1. ``cvcuda.resize_into``: the picture to its letterboxed size (``Interp.AREA`` when shrinking
+   below half, ``Interp.LINEAR`` otherwise: OpenCVPreprocessor's choice);
+2. ``cvcuda.copymakeborder_into``: into the model-size canvas, ``Border.CONSTANT`` with the
+   card's ``pad_value`` around it (the canvas size gives the bottom and right bands);
+3. ``cvcuda.convertto_into``: uint8 to float32 with ``scale = gain`` and ``offset = -bias``
+   when the normalisation is the same for all channels (the usual x / 255); otherwise to
+   0..255 floats followed by the per-channel affine in torch on the same stream;
+4. ``cvcuda.reformat_into``: NHWC to the NCHW slot of the batch tensor.
+
+Tensors are torch's (``cvcuda.as_tensor`` wraps them without a copy, with layout "NHWC" or
+"NCHW"), so the caching allocator owns all memory and the hand-off to the inference stage is
+the same as for TorchPreprocessor. A BGR model gets its channels swapped in torch.
+
+UNVERIFIED: written against CV-CUDA's Python API (python/mod_cvcuda Op*.cpp bindings) but
+never run: CV-CUDA cannot be carried to the lent GPU. ``tests/gpu/test_preprocess_gpu.py``
+compares it with OpenCVPreprocessor where CV-CUDA is installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from models.spec import InputSpec
+from pipelines.cuda import (
+    PinnedStaging,
+    import_gpu_library,
+    record_ready,
+    require_cuda,
+    wait_ready,
+)
+from pipelines.frame import Batch, Frame
+from pipelines.preprocess.letterbox import Letterbox
+
+
+class CvCudaPreprocessor:
+    """Turns RGB frames (CPU or GPU) into the input tensor ``spec`` describes, with CV-CUDA.
+
+    Passive and synchronous: one instance serves one thread, whose CUDA stream it owns.
+    """
+
+    def __init__(self, spec: InputSpec, device: str = "cuda:0", *, stream: Any = None) -> None:
+        self.spec = spec
+        self._cv: Any = import_gpu_library("cvcuda", "cvcuda-cu12 (or cvcuda-cu13)",
+                                           "CV-CUDA preprocessing")
+        self.device = require_cuda(device)
+        self.stream = stream or torch.cuda.Stream(device=self.device)
+        self._cv_stream = self._cv.as_stream(self.stream)
+        self._staging = PinnedStaging(self.device)
+        self._size = (spec.width, spec.height)
+        std = np.asarray(spec.std, dtype=np.float64)
+        gain = (1.0 / (255.0 * std)).astype(np.float32)
+        bias = (np.asarray(spec.mean, dtype=np.float64) / std).astype(np.float32)
+        self._uniform = bool(np.all(gain == gain[0]) and np.all(bias == bias[0]))
+        self._scale, self._offset = float(gain[0]), float(-bias[0])
+        self._gain = torch.from_numpy(gain).to(self.device).view(1, 1, 1, 3)
+        self._bias = torch.from_numpy(bias).to(self.device).view(1, 1, 1, 3)
+
+    def prepare(self, frame: Frame) -> Batch:
+        return self.prepare_many([frame])
+
+    def prepare_many(self, frames: Sequence[Frame]) -> Batch:
+        """A Batch of the frames, enqueued on this stream; each frame's ``ready`` marks it."""
+        if not frames:
+            raise ValueError("prepare_many needs at least one frame, got none")
+        w, h = self._size
+        nhwc = self.spec.layout == "NHWC"
+        shape = (len(frames), h, w, 3) if nhwc else (len(frames), 3, h, w)
+        with torch.cuda.stream(self.stream):
+            out = torch.empty(shape, dtype=getattr(torch, self.spec.dtype), device=self.device)
+            letterboxes = []
+            for i, frame in enumerate(frames):
+                letterbox = Letterbox.fit(frame.size, self._size, self.spec.resize)
+                self._prepare_into(self._source(frame), letterbox, out[i:i + 1])
+                letterboxes.append(letterbox)
+        ready = record_ready(self.stream)
+        for frame in frames:
+            frame.ready = ready
+        return Batch(frames=list(frames), tensor=out, letterboxes=letterboxes)
+
+    def _source(self, frame: Frame) -> torch.Tensor:
+        image = frame.image
+        if image is None:
+            raise ValueError(f"frame {frame.stream_id}#{frame.index} has no image to preprocess")
+        if image.device.type == "cpu":
+            return self._staging.upload(image, self.stream)
+        wait_ready(self.stream, [frame.ready], [image])
+        return image
+
+    def _prepare_into(self, image: torch.Tensor, letterbox: Letterbox, out: torch.Tensor) -> None:
+        """One frame into its (1, ...) slot ``out`` of the batch tensor."""
+        cv, stream = self._cv, self._cv_stream
+        w, h = self._size
+        new_w, new_h = letterbox.resized
+        source = cv.as_tensor(image.contiguous().unsqueeze(0), "NHWC")
+        resized = torch.empty((1, new_h, new_w, 3), dtype=torch.uint8, device=self.device)
+        shrink = min(letterbox.scale_x, letterbox.scale_y)
+        interp = cv.Interp.AREA if shrink < 0.5 else cv.Interp.LINEAR
+        cv.resize_into(cv.as_tensor(resized, "NHWC"), source, interp, stream=stream)
+        direct = self.spec.dtype == "uint8" and self.spec.layout == "NHWC" \
+            and self.spec.color == "RGB"
+        canvas = out if direct else torch.empty((1, h, w, 3), dtype=torch.uint8,
+                                                device=self.device)
+        cv.copymakeborder_into(cv.as_tensor(canvas, "NHWC"), cv.as_tensor(resized, "NHWC"),
+                               cv.Border.CONSTANT, [float(self.spec.pad_value)] * 3,
+                               top=int(letterbox.pad_y), left=int(letterbox.pad_x),
+                               stream=stream)
+        if direct:
+            return
+        if self.spec.color == "BGR":
+            canvas = canvas.flip(-1).contiguous()
+        if self.spec.dtype == "uint8":  # NCHW uint8: de-interleave only
+            cv.reformat_into(cv.as_tensor(out, "NCHW"), cv.as_tensor(canvas, "NHWC"),
+                             stream=stream)
+            return
+        floats = torch.empty((1, h, w, 3), dtype=torch.float32, device=self.device)
+        if self._uniform:
+            cv.convertto_into(cv.as_tensor(floats, "NHWC"), cv.as_tensor(canvas, "NHWC"),
+                              self._scale, self._offset, stream=stream)
+        else:
+            cv.convertto_into(cv.as_tensor(floats, "NHWC"), cv.as_tensor(canvas, "NHWC"),
+                              1.0, 0.0, stream=stream)
+            floats.mul_(self._gain).sub_(self._bias)
+        if self.spec.layout == "NHWC":
+            out.copy_(floats)
+        else:
+            cv.reformat_into(cv.as_tensor(out, "NCHW"), cv.as_tensor(floats, "NHWC"),
+                             stream=stream)
+
+    def close(self) -> None:
+        self._staging.close()

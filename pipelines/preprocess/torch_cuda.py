@@ -1,0 +1,172 @@
+"""Preprocessing with torch ops on the GPU: the same letterbox, colour order, normalisation and
+layout as OpenCVPreprocessor, written into one batch tensor on the stage's CUDA stream.
+
+It is the GPU preprocessing that runs wherever torch has CUDA (CV-CUDA is faster, but is not
+always installed), and it reproduces OpenCV's arithmetic closely enough to be checked against
+it pixel by pixel:
+
+- ``cv2.INTER_LINEAR`` samples at half-pixel centres and clamps at the borders; that is
+  ``F.interpolate(mode="bilinear", align_corners=False)``.
+- ``cv2.INTER_AREA`` (used when shrinking below half size) averages each output pixel's
+  footprint with fractional weights at its edges; torch's "area" mode does not, so it is done
+  as two matrix products with OpenCV's weights (``area_weights``), which the GPU does fast.
+- The resized picture is rounded to uint8 like OpenCV's canvas, then ``pixel * gain - bias``
+  runs in float32 as two separate operations, like the numpy code, so results match exactly
+  apart from the last bit of a rounding.
+
+The class is device-agnostic (``device="cpu"`` runs the same code, which is how the CPU tests
+check it); on CUDA it waits for each frame's ``ready`` event, uploads CPU frames through pinned
+staging buffers, and marks the frames ready again once their batch slot is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from models.spec import InputSpec
+from pipelines.cuda import (
+    PinnedStaging,
+    parse_device,
+    record_ready,
+    require_cuda,
+    wait_ready,
+)
+from pipelines.frame import Batch, Frame
+from pipelines.preprocess.letterbox import Letterbox
+
+
+class TorchPreprocessor:
+    """Turns RGB frames (CPU or GPU) into the input tensor ``spec`` describes, on ``device``.
+
+    Passive and synchronous: one instance serves one thread (the preprocess stage's worker),
+    whose CUDA stream it owns (``stream``, made here unless given).
+    """
+
+    def __init__(self, spec: InputSpec, device: str | torch.device = "cuda:0", *,
+                 stream: Any = None) -> None:
+        self.spec = spec
+        name = str(device)
+        self.device = require_cuda(name) if parse_device(name).is_cuda else torch.device("cpu")
+        self.is_cuda = self.device.type == "cuda"
+        self.stream = (stream or torch.cuda.Stream(device=self.device)) if self.is_cuda else None
+        self._staging = PinnedStaging(self.device) if self.is_cuda else None
+        self._size = (spec.width, spec.height)
+        std = np.asarray(spec.std, dtype=np.float64)
+        gain = (1.0 / (255.0 * std)).astype(np.float32)  # the same float32 factors as OpenCV's
+        bias = (np.asarray(spec.mean, dtype=np.float64) / std).astype(np.float32)
+        self._gain = torch.from_numpy(gain).to(self.device).view(3, 1, 1)
+        self._bias = torch.from_numpy(bias).to(self.device).view(3, 1, 1)
+
+    def prepare(self, frame: Frame) -> Batch:
+        """A Batch of one frame."""
+        return self.prepare_many([frame])
+
+    def prepare_many(self, frames: Sequence[Frame]) -> Batch:
+        """A Batch of the frames, in order; frames may differ in size. On CUDA the work is
+        enqueued on this preprocessor's stream and each frame's ``ready`` marks it done."""
+        if not frames:
+            raise ValueError("prepare_many needs at least one frame, got none")
+        if self.stream is None:
+            return self._prepare(frames)
+        with torch.cuda.stream(self.stream):
+            batch = self._prepare(frames)
+        ready = record_ready(self.stream)
+        for frame in frames:
+            frame.ready = ready
+        return batch
+
+    def _prepare(self, frames: Sequence[Frame]) -> Batch:
+        images = [self._source(frame) for frame in frames]
+        w, h = self._size
+        shape = (len(frames), h, w, 3) if self.spec.layout == "NHWC" else (len(frames), 3, h, w)
+        out = torch.empty(shape, dtype=getattr(torch, self.spec.dtype), device=self.device)
+        letterboxes = []
+        for i, (frame, image) in enumerate(zip(frames, images, strict=True)):
+            letterbox = Letterbox.fit(frame.size, self._size, self.spec.resize)
+            self._write(self.letterboxed(image, letterbox), out[i])
+            letterboxes.append(letterbox)
+        return Batch(frames=list(frames), tensor=out, letterboxes=letterboxes)
+
+    def _source(self, frame: Frame) -> torch.Tensor:
+        """The frame's (H, W, 3) uint8 pixels on this device, usable on this stream."""
+        image = frame.image
+        if image is None:
+            raise ValueError(f"frame {frame.stream_id}#{frame.index} has no image to preprocess")
+        if self.stream is None or self._staging is None:
+            return image.to(self.device)
+        if image.device.type == "cpu":
+            return self._staging.upload(image, self.stream)
+        wait_ready(self.stream, [frame.ready], [image])
+        return image
+
+    def letterboxed(self, image: torch.Tensor, letterbox: Letterbox) -> torch.Tensor:
+        """(3, H, W) float32 canvas in model colour order, values 0..255 like OpenCV's uint8
+        canvas: the resized picture where the letterbox puts it, ``pad_value`` around it."""
+        w, h = self._size
+        new_w, new_h = letterbox.resized
+        x0, y0 = int(letterbox.pad_x), int(letterbox.pad_y)
+        canvas = torch.full((3, h, w), float(self.spec.pad_value), device=self.device)
+        pixels = image.permute(2, 0, 1).float()
+        shrink = min(letterbox.scale_x, letterbox.scale_y)
+        if shrink < 0.5:  # as OpenCVPreprocessor: INTER_AREA when shrinking a lot
+            resized = _area_resize(pixels, new_w, new_h)
+        else:
+            resized = F.interpolate(pixels[None], size=(new_h, new_w), mode="bilinear",
+                                    align_corners=False)[0]
+        canvas[:, y0:y0 + new_h, x0:x0 + new_w] = resized.round_().clamp_(0, 255)
+        if self.spec.color == "BGR":
+            canvas = canvas.flip(0)
+        return canvas
+
+    def _write(self, canvas: torch.Tensor, out: torch.Tensor) -> None:
+        """Canvas (3, H, W) into its slot ``out`` in the model's dtype and layout."""
+        nhwc = self.spec.layout == "NHWC"
+        if self.spec.dtype == "uint8":
+            out.copy_(canvas.permute(1, 2, 0) if nhwc else canvas)
+            return
+        target = out.permute(2, 0, 1) if nhwc else out  # a (3, H, W) view of the slot
+        torch.mul(canvas, self._gain, out=target)
+        target.sub_(self._bias)
+
+    def close(self) -> None:
+        """Release the pinned staging buffers once their copies are done. Idempotent."""
+        if self._staging is not None:
+            self._staging.close()
+
+
+def _area_resize(pixels: torch.Tensor, new_w: int, new_h: int) -> torch.Tensor:
+    """(C, H, W) float -> (C, new_h, new_w) with cv2.INTER_AREA's weights, as Wy @ X @ Wx^T."""
+    _, h, w = pixels.shape
+    wy = area_weights(h, new_h).to(pixels.device)
+    wx = area_weights(w, new_w).to(pixels.device)
+    return torch.matmul(torch.matmul(wy, pixels), wx.T)
+
+
+@lru_cache(maxsize=64)
+def area_weights(src: int, dst: int) -> torch.Tensor:
+    """(dst, src) float32 matrix of OpenCV's INTER_AREA weights for shrinking ``src`` to
+    ``dst`` pixels: each output pixel covers ``src / dst`` input pixels, partial ones at its
+    edges weighted by the part covered (resize.cpp, computeResizeAreaTab)."""
+    if not 0 < dst <= src:
+        raise ValueError(f"area weights shrink: need 0 < dst <= src, got src={src} dst={dst}")
+    scale = src / dst
+    weights = np.zeros((dst, src), dtype=np.float64)
+    for d in range(dst):
+        start = d * scale
+        end = start + scale
+        cell = min(scale, src - start)
+        first = min(int(np.ceil(start)), src - 1)
+        last = min(int(np.floor(end)), src - 1)
+        first = min(first, last)
+        if first - start > 1e-3:
+            weights[d, first - 1] = (first - start) / cell
+        weights[d, first:last] = 1.0 / cell
+        if end - last > 1e-3:
+            weights[d, last] = min(min(end - last, 1.0), cell) / cell
+    return torch.from_numpy(weights.astype(np.float32))

@@ -1,0 +1,160 @@
+"""The GPU pipeline against the CPU pipeline on the same clip and model: the same boxes.
+
+On the CPU, wire_gpu_pipeline runs its stages with torch on the CPU (the hand-off code paths
+without streams); with a GPU, NVDEC (where PyNvVideoCodec is installed), torch-CUDA
+preprocessing, TorchBackend and GPU NMS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import shutil
+
+import pytest
+import torch
+from prometheus_client import CollectorRegistry
+
+from models.runtime.torch import TorchBackend
+from pipelines.build import PipelineOptions
+from pipelines.build_gpu import GpuOptions, build_gpu_pipeline, decoder_factory, inference_backend
+from pipelines.cuda import cuda_available
+from pipelines.decode.pyav import PyAVDecoder
+from pipelines.errors import DeviceError
+from pipelines.gpu_metrics import BackendReport
+from pipelines.metrics import PipelineMetrics
+from pipelines.preprocess.torch_cuda import TorchPreprocessor
+from tests.gpu.agreement import CollectSink, agreement, run_cpu_pipeline, run_gpu_pipeline
+
+INPUT = (3, 320, 320)
+
+
+@pytest.fixture(scope="module")
+def cpu_detections(rect_clip, rect_model):
+    path, spec, _ = rect_model
+    return run_cpu_pipeline(rect_clip, path, spec)
+
+
+def test_cpu_pipeline_finds_the_rectangles(cpu_detections):
+    assert len(cpu_detections) == 30
+    assert sum(len(d) for d in cpu_detections.values()) >= 30  # the test is about something
+
+
+def test_gpu_stages_on_the_cpu_give_the_cpu_pipeline_boxes(rect_clip, rect_model, cpu_detections):
+    path, spec, model = rect_model
+    backend = TorchBackend(model, input_shape=INPUT, device="cpu", max_batch=4)
+    found, metrics, _ = run_gpu_pipeline(
+        [rect_clip], spec, backend, lambda s: PyAVDecoder(s.video),
+        lambda: TorchPreprocessor(spec.input, "cpu"), torch.device("cpu"), batch_size=4)
+    # torch's bilinear resize is OpenCV's to one grey level (OpenCV rounds its weights): a box
+    # whose score sits on the threshold may fall either side; nothing else may differ
+    result, back = agreement(cpu_detections, found), agreement(found, cpu_detections)
+    assert result.ratio >= 0.99 and back.ratio >= 0.99, (result, back)
+    assert result.max_score_diff <= 0.005, result
+    assert metrics.outcomes["clip"]["processed"] == 30 and metrics.unaccounted("clip") == 0
+
+
+def test_without_cuda_the_gpu_build_runs_the_cpu_pipeline(rect_clip, rect_model, caplog,
+                                                          cpu_detections, monkeypatch):
+    if cuda_available():
+        pytest.skip("this machine has CUDA")
+    import pipelines.cuda
+
+    # "once per process": an earlier test may have logged it already
+    monkeypatch.setattr(pipelines.cuda, "_logged_fallbacks", set())
+    path, spec, _ = rect_model
+    metrics = PipelineMetrics(CollectorRegistry())
+    sink = CollectSink()
+    with caplog.at_level(logging.WARNING):
+        pipeline = build_gpu_pipeline([rect_clip], ["clip"], path, spec, [sink], metrics,
+                                      PipelineOptions(device="cuda:0"))
+    asyncio.run(pipeline.run())
+    assert agreement(cpu_detections, sink.found).ratio == 1.0  # it is the CPU pipeline
+    assert any("running on the CPU" in r.getMessage() for r in caplog.records)
+    backend, device, fallback = BackendReport.for_registry(metrics.registry).choices["infer"]
+    assert (backend, device) == ("onnxruntime", "cpu") and "cuda:0" in fallback
+
+
+def test_without_cuda_and_without_fallback_the_gpu_build_fails(rect_clip, rect_model):
+    if cuda_available():
+        pytest.skip("this machine has CUDA")
+    path, spec, _ = rect_model
+    with pytest.raises(DeviceError, match="cuda:0"):
+        build_gpu_pipeline([rect_clip], ["clip"], path, spec, [], PipelineMetrics(),
+                           PipelineOptions(device="cuda:0"),
+                           gpu=GpuOptions(allow_cpu_fallback=False))
+
+
+def test_the_inference_backend_is_found_beside_the_model(rect_model, tmp_path):
+    path, spec, model = rect_model
+    onnx = tmp_path / "model.onnx"
+    shutil.copy(path, onnx)
+    report = BackendReport(CollectorRegistry())
+    with pytest.raises(DeviceError, match=r"no TensorRT engine beside model.onnx .*"
+                                          r"no torch model beside model.onnx"):
+        inference_backend(onnx, spec, torch.device("cpu"), GpuOptions(), report, 4)
+    batch = torch.export.Dim("batch", max=64)
+    program = torch.export.export(model, (torch.zeros(2, *INPUT),),
+                                  dynamic_shapes={"images": {0: batch}})
+    torch.export.save(program, str(tmp_path / "model.pt2"))
+    backend = inference_backend(onnx, spec, torch.device("cpu"), GpuOptions(), report, 4)
+    assert isinstance(backend, TorchBackend) and backend.max_batch == 4
+    name, _, fallback = report.choices["infer"]
+    assert name.startswith("torch-") and "TensorRT engine" in fallback
+
+
+def gpu_run(clips, rect_model, device, precision, *, batch_size=8, frames=None):
+    _, spec, model = rect_model
+    registry = CollectorRegistry()
+    report = BackendReport.for_registry(registry)
+    backend = TorchBackend(model, input_shape=INPUT, device=str(device), precision=precision,
+                           max_batch=batch_size)
+    found, metrics, wall = run_gpu_pipeline(
+        clips, spec, backend, decoder_factory(device, GpuOptions(), report, 1),
+        lambda: TorchPreprocessor(spec.input, device), device, batch_size=batch_size,
+        frames=frames, metrics=PipelineMetrics(registry))
+    backend.close()
+    return found, metrics, report
+
+
+@pytest.mark.gpu
+def test_gpu_pipeline_fp32_agrees_with_the_cpu_pipeline(rect_clip, rect_model, cpu_detections,
+                                                        cuda):
+    found, metrics, report = gpu_run([rect_clip], rect_model, cuda, "fp32")
+    forward, backward = agreement(cpu_detections, found), agreement(found, cpu_detections)
+    assert forward.ratio >= 0.99 and backward.ratio >= 0.99, (forward, backward)
+    assert forward.max_score_diff <= 0.02, forward
+    assert metrics.outcomes["clip"]["processed"] == 30 and metrics.unaccounted("clip") == 0
+    assert report.choices["decode"][0] in ("nvdec", "pyav")
+
+
+@pytest.mark.gpu
+def test_gpu_pipeline_fp16_stays_close(rect_clip, rect_model, cpu_detections, cuda):
+    found, _, _ = gpu_run([rect_clip], rect_model, cuda, "fp16")
+    assert agreement(cpu_detections, found).ratio >= 0.95
+
+
+@pytest.mark.gpu
+def test_many_streams_account_for_every_frame_in_order(rect_clip, rect_model, cuda):
+    found, metrics, _ = gpu_run([rect_clip] * 6, rect_model, cuda, "fp16", batch_size=4)
+    for stream in ["clip", *(f"clip{i}" for i in range(1, 6))]:
+        assert metrics.outcomes[stream]["processed"] == 30, dict(metrics.outcomes[stream])
+        assert metrics.unaccounted(stream) == 0
+        assert sorted(i for s, i in found if s == stream) == list(range(30))
+
+
+@pytest.mark.gpu
+def test_build_gpu_pipeline_runs_a_torch_model_end_to_end(rect_clip, rect_model, cuda,
+                                                          cpu_detections):
+    path, spec, model = rect_model
+    metrics = PipelineMetrics(CollectorRegistry())
+    sink = CollectSink()
+    options = dataclasses.replace(PipelineOptions(device=str(cuda)), batch_size=8)
+    pipeline = build_gpu_pipeline([rect_clip], ["clip"], path, spec, [sink], metrics, options,
+                                  gpu=GpuOptions(torch_model=model, precision="fp32"))
+    asyncio.run(pipeline.run())
+    assert agreement(cpu_detections, sink.found).ratio >= 0.99
+    choices = BackendReport.for_registry(metrics.registry).choices
+    assert choices["infer"][:2] == ("torch-fp32", str(cuda))
+    assert choices["preprocess"][0] in ("cvcuda", "torch")

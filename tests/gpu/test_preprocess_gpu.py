@@ -1,0 +1,132 @@
+"""GPU preprocessing gives OpenCVPreprocessor's tensor: torch (on the CPU here, on CUDA with
+a GPU) to within one grey level, CV-CUDA (where installed) to within a few."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from models.spec import InputSpec
+from pipelines.cuda import library_available, new_stream, record_ready
+from pipelines.errors import DeviceError
+from pipelines.frame import Frame
+from pipelines.preprocess.opencv import OpenCVPreprocessor
+from pipelines.preprocess.torch_cuda import TorchPreprocessor, area_weights
+from tests.gpu.agreement import need
+
+SPECS = {
+    "yolo": InputSpec(width=640, height=640),
+    "imagenet-bgr": InputSpec(width=320, height=320, color="BGR", mean=(0.485, 0.456, 0.406),
+                              std=(0.229, 0.224, 0.225)),
+    "uint8-nhwc": InputSpec(width=300, height=300, layout="NHWC", dtype="uint8"),
+    "stretch-nhwc": InputSpec(width=256, height=192, layout="NHWC", resize="stretch"),
+    "uint8-nchw": InputSpec(width=320, height=256, dtype="uint8"),
+}
+SIZES = [(1920, 1080), (1280, 720), (320, 240), (400, 160), (641, 479), (100, 300)]
+
+
+def picture(size, seed=0):
+    w, h = size
+    noise = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    return cv2.GaussianBlur(noise, (0, 0), 1.5)
+
+
+def grey_levels(spec: InputSpec, a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """|a - b| in input grey levels (float inputs are scaled back by 255 * std)."""
+    diff = np.abs(a.cpu().numpy().astype(np.float64) - b.cpu().numpy().astype(np.float64))
+    return diff * (255.0 * min(spec.std) if spec.dtype == "float32" else 1.0)
+
+
+def compare(spec: InputSpec, prepare, images) -> np.ndarray:
+    frames = [Frame("s", i, None, 0.0, torch.from_numpy(img)) for i, img in enumerate(images)]
+    expected = OpenCVPreprocessor(spec).prepare_many(frames)
+    got = prepare(frames)
+    assert got.letterboxes == expected.letterboxes
+    assert got.tensor.shape == expected.tensor.shape and got.tensor.dtype == expected.tensor.dtype
+    return grey_levels(spec, got.tensor, expected.tensor)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+@pytest.mark.parametrize("size", SIZES)
+def test_torch_preprocessing_matches_opencv_on_the_cpu(name, size):
+    spec = SPECS[name]
+    diff = compare(spec, TorchPreprocessor(spec, "cpu").prepare_many, [picture(size)])
+    # OpenCV's bilinear uses 11-bit fixed-point weights: at most one grey level apart
+    assert diff.max() <= 1.0 + 1e-3
+    assert diff.mean() <= 0.15
+
+
+@pytest.mark.parametrize(("src", "dst"), [(1080, 320), (1920, 640), (999, 333), (7, 3), (5, 5)])
+def test_area_weights_are_opencvs(src, dst):
+    weights = area_weights(src, dst).numpy().astype(np.float64)
+    assert np.allclose(weights.sum(axis=1), 1.0, atol=1e-5)
+    ramp = np.tile(np.arange(src, dtype=np.float32) * 200 / src, (4, 1))
+    expected = cv2.resize(ramp, (dst, 4), interpolation=cv2.INTER_AREA)[0]
+    assert np.allclose(weights @ ramp[0], expected, atol=1e-3)
+
+
+def test_a_batch_keeps_frame_order_and_letterboxes():
+    spec = SPECS["yolo"]
+    images = [picture(size, i) for i, size in enumerate(SIZES[:4])]
+    diff = compare(spec, TorchPreprocessor(spec, "cpu").prepare_many, images)
+    assert diff.max() <= 1.0 + 1e-3
+
+
+def test_without_cvcuda_the_preprocessor_names_it():
+    if library_available("cvcuda"):
+        pytest.skip("CV-CUDA is installed")
+    from pipelines.preprocess.cvcuda import CvCudaPreprocessor
+
+    with pytest.raises(DeviceError, match="cvcuda"):
+        CvCudaPreprocessor(SPECS["yolo"], "cuda:0")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_torch_cuda_preprocessing_matches_opencv(name, cuda):
+    spec = SPECS[name]
+    pre = TorchPreprocessor(spec, cuda)
+    images = [picture(size, i) for i, size in enumerate(SIZES)]
+    batch_diff = compare(spec, pre.prepare_many, images)
+    assert batch_diff.max() <= 1.0 + 1e-3 and batch_diff.mean() <= 0.15
+
+
+@pytest.mark.gpu
+def test_gpu_frames_are_read_after_their_ready_event(cuda):
+    """Frames decoded on another stream, handed over with an event: the result is the same
+    as from the host copy, and each frame's ready event now marks its batch slot."""
+    spec = SPECS["yolo"]
+    producer = new_stream(cuda)
+    images = [picture((1280, 720), i) for i in range(4)]
+    frames = []
+    with torch.cuda.stream(producer):
+        for i, image in enumerate(images):
+            slow = torch.randn(2048, 2048, device=cuda)
+            for _ in range(4):  # the producer is still busy when the consumer starts
+                slow = slow @ slow / 2048
+            gpu_image = torch.from_numpy(image).to(cuda, non_blocking=True) + (slow[0, 0] * 0).to(
+                torch.uint8)
+            frames.append(Frame("s", i, None, 0.0, gpu_image, ready=record_ready(producer)))
+    pre = TorchPreprocessor(spec, cuda)
+    batch = pre.prepare_many(frames)
+    assert all(f.ready is not None for f in frames)
+    frames[0].ready.synchronize()
+    host = [Frame("s", i, None, 0.0, torch.from_numpy(img)) for i, img in enumerate(images)]
+    expected = OpenCVPreprocessor(spec).prepare_many(host)
+    assert grey_levels(spec, batch.tensor, expected.tensor).max() <= 1.0 + 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_cvcuda_preprocessing_is_close_to_opencv(name, cuda):
+    need("cvcuda")
+    from pipelines.preprocess.cvcuda import CvCudaPreprocessor
+
+    spec = SPECS[name]
+    pre = CvCudaPreprocessor(spec, str(cuda))
+    images = [picture(size, i) for i, size in enumerate(SIZES)]
+    diff = compare(spec, pre.prepare_many, images)
+    torch.cuda.synchronize()
+    assert diff.mean() <= 0.5 and np.percentile(diff, 99.9) <= 3.0, (diff.mean(), diff.max())
