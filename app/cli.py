@@ -22,6 +22,7 @@ from app.bench.cli import bench as run_bench
 from app.bench.cli import profile as run_profile
 from app.config import load_config
 from app.demo import ensure_demo_clip, score_run
+from app.model_cli import model as model_commands
 from app.progress import RunProgress
 from app.report import print_report
 from app.runner import run_files
@@ -39,6 +40,8 @@ cli = typer.Typer(
     help="Streaming video analytics: decode -> preprocess -> detect -> postprocess -> sinks, "
          "with every stage measured.",
 )
+
+cli.add_typer(model_commands, name="model")
 
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", help="Zoo name (default: ssdlite-person), a folder with card.yaml, or an "

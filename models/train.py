@@ -1,0 +1,245 @@
+"""Training ShapesYOLO on the CPU, on scenes rendered on the fly, reproducibly.
+
+A run is fixed by its ``TrainConfig``: batch ``i`` is rendered from ``(seed, i)`` (see
+``models.data``), the weights start from ``torch.manual_seed(seed)``, and the learning rate
+follows the step count, not the clock. The same config on the same torch build and thread
+count gives the same weights. ``minutes`` is only a safety cap: a run it cuts short says so
+in its log (``stopped_early``), because its learning rate never finished decaying.
+
+The weights kept are an exponential moving average of the trained ones (as YOLOv5/v8 do):
+on a run this short the average is a markedly better detector than the last step's weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+from torch import nn
+
+from models.data import TRAIN_SIZE, TrainBatch, training_batch
+from models.detector import Activation, DetectorConfig, ShapesYOLO, make_grid
+from models.evaluate import Accuracy, FrameTruth, mean_average_precision
+from models.loss import assign, detection_loss
+from models.scene import CLASSES
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    steps: int = 2400
+    batch_size: int = 32
+    lr: float = 3e-3
+    weight_decay: float = 5e-4
+    warmup_steps: int = 100
+    ema_decay: float = 0.998
+    seed: int = 0
+    minutes: float = 30.0  # safety cap on wall time
+    threads: int = 2
+    activation: Activation = "relu"
+    image_size: tuple[int, int] = TRAIN_SIZE
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise ValueError(f"steps and batch size must be >= 1, got {self.steps}, "
+                             f"{self.batch_size}")
+        if self.minutes <= 0:
+            raise ValueError(f"minutes must be > 0, got {self.minutes}")
+
+
+@dataclass(frozen=True, slots=True)
+class StepReport:
+    step: int  # steps done
+    steps: int
+    loss: float
+    parts: dict[str, float]
+    elapsed_s: float
+
+
+@dataclass(slots=True)
+class TrainResult:
+    model: ShapesYOLO  # the averaged weights, in eval mode
+    config: TrainConfig
+    steps_done: int
+    wall_s: float
+    cpu_s: float  # CPU time of the process, all threads: wall time on idle cores x cores used
+    stopped_early: bool
+    history: list[dict[str, float]] = field(default_factory=list)  # every 10th step
+
+    def log(self) -> dict[str, Any]:
+        return {"config": asdict(self.config), "steps_done": self.steps_done,
+                "wall_s": round(self.wall_s, 1), "cpu_s": round(self.cpu_s, 1),
+                "stopped_early": self.stopped_early,
+                "history": self.history}
+
+
+def detector_config(config: TrainConfig) -> DetectorConfig:
+    return DetectorConfig(num_classes=len(CLASSES), activation=config.activation,
+                          class_names=CLASSES)
+
+
+def train(config: TrainConfig, on_step: Callable[[StepReport], None] | None = None,
+          network: DetectorConfig | None = None) -> TrainResult:
+    """Train from scratch; ``on_step`` hears about every step (for a progress bar).
+    ``network`` overrides the default architecture (tests train tiny ones)."""
+    torch.manual_seed(config.seed)
+    np.random.seed(config.seed)
+    torch.set_num_threads(config.threads)
+    model = ShapesYOLO(network or detector_config(config)).train()
+    optimiser = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr)
+    average = WeightAverage(model, config.ema_decay)
+    grid = make_grid(*config.image_size)
+    start, cpu_start = time.monotonic(), time.process_time()
+    deadline = start + config.minutes * 60
+    history: list[dict[str, float]] = []
+    done = 0
+    for step, batch in enumerate(prefetched_batches(config)):
+        for group in optimiser.param_groups:
+            group["lr"] = config.lr * lr_factor(step, config.steps, config.warmup_steps)
+        loss, parts = _step(model, optimiser, batch, grid)
+        average.update(model)
+        done = step + 1
+        elapsed = time.monotonic() - start
+        if step % 10 == 0 or done == config.steps:
+            history.append({"step": done, "loss": round(loss, 4), "s": round(elapsed, 1),
+                            **{k: round(v, 4) for k, v in parts.items()}})
+        if on_step is not None:
+            on_step(StepReport(done, config.steps, loss, parts, elapsed))
+        if time.monotonic() > deadline:
+            break
+    return TrainResult(average.model, config, done, time.monotonic() - start,
+                       time.process_time() - cpu_start, done < config.steps, history)
+
+
+def _step(model: ShapesYOLO, optimiser: torch.optim.Optimizer, batch: TrainBatch,
+          grid: torch.Tensor) -> tuple[float, dict[str, float]]:
+    raw = model.features(images_to_tensor(batch.images))
+    targets = assign(batch.boxes, batch.ignore, grid)
+    loss, parts = detection_loss(raw, grid, targets)
+    optimiser.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+    optimiser.step()
+    return loss.item(), parts
+
+
+def images_to_tensor(images: np.ndarray) -> torch.Tensor:
+    """[B, H, W, 3] uint8 RGB -> [B, 3, H, W] float in [0, 1]: the card's mean 0, std 1."""
+    return torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
+
+
+def lr_factor(step: int, steps: int, warmup: int) -> float:
+    """Linear warm-up, then cosine decay to 5% of the peak: set by the step, not the clock."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Weight decay on conv weights only: decaying BN scales and biases only hurts."""
+    decay = [p for p in model.parameters() if p.ndim == 4]
+    other = [p for p in model.parameters() if p.ndim != 4]
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": other, "weight_decay": 0.0}]
+
+
+def prefetched_batches(config: TrainConfig, ahead: int = 2) -> Iterator[TrainBatch]:
+    """Training batches 0..steps-1, rendered on a helper thread while the model trains
+    (OpenCV and numpy release the GIL); each batch depends only on (seed, index)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="render") as pool:
+        def submit(i: int) -> Future[TrainBatch]:
+            return pool.submit(training_batch, config.seed, i, config.batch_size,
+                               config.image_size)
+
+        pending = [submit(i) for i in range(min(ahead, config.steps))]
+        for index in range(config.steps):
+            batch = pending.pop(0).result()
+            if index + ahead < config.steps:
+                pending.append(submit(index + ahead))
+            yield batch
+        for future in pending:
+            future.cancel()
+
+
+class WeightAverage:
+    """EMA of parameters and BN statistics; the decay ramps up so early steps are not frozen in."""
+
+    def __init__(self, model: ShapesYOLO, decay: float) -> None:
+        self.model: ShapesYOLO = copy.deepcopy(model).eval()
+        self.decay = decay
+        self.updates = 0
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        self.updates += 1
+        d = self.decay * (1.0 - math.exp(-self.updates / 200.0))
+        live = model.state_dict()
+        for name, value in self.model.state_dict().items():
+            if value.dtype.is_floating_point:
+                value.mul_(d).add_(live[name].detach(), alpha=1.0 - d)
+            else:
+                value.copy_(live[name])
+
+
+def save_checkpoint(result: TrainResult, path: Path) -> None:
+    """model.pt: the averaged weights, the network's config and the run's config."""
+    torch.save({"detector": result.model.config.to_dict(), "train": asdict(result.config),
+                "state_dict": result.model.state_dict()}, path)
+
+
+def load_checkpoint(path: Path) -> ShapesYOLO:
+    """The network of a model.pt, in eval mode; raises ValueError for a file that is not one."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        model = ShapesYOLO(DetectorConfig.from_dict(saved["detector"]))
+        model.load_state_dict(saved["state_dict"])
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError,
+            pickle.UnpicklingError) as e:
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise ValueError(f"{path}: not a ShapesYOLO checkpoint ({type(e).__name__}: "
+                         f"{first[:120]})") from e
+    return model.eval()
+
+
+@torch.no_grad()
+def validate(model: ShapesYOLO, seed: int, batches: int = 4, batch_size: int = 32,
+             score_threshold: float = 0.01, iou_threshold: float = 0.6) -> Accuracy:
+    """mAP on freshly rendered still images of ``seed``: a quick check without the pipeline
+    (the figures that count come from clips run through it: ``vidpipe model evaluate``)."""
+    model.eval()
+    truths, predictions = [], []
+    for index in range(batches):
+        batch = training_batch(seed, index, batch_size)
+        output = model(images_to_tensor(batch.images)).numpy()
+        for rows, boxes, ignore in zip(output, batch.boxes, batch.ignore, strict=True):
+            truths.append(FrameTruth(boxes, ignore))
+            predictions.append(detections_from_rows(rows, score_threshold, iou_threshold))
+    return mean_average_precision(truths, predictions, CLASSES)
+
+
+def detections_from_rows(rows: np.ndarray, score_threshold: float,
+                         iou_threshold: float) -> np.ndarray:
+    """One image's yolov8 rows [4 + C, N] -> (K, 6) x1, y1, x2, y2, score, class after NMS."""
+    scores = rows[4:].max(0)
+    classes = rows[4:].argmax(0)
+    keep = scores >= score_threshold
+    cx, cy, w, h = rows[:4, keep]
+    xywh = np.stack([cx - w / 2, cy - h / 2, w, h], 1)
+    kept = np.asarray(cv2.dnn.NMSBoxesBatched(
+        xywh.tolist(), scores[keep].tolist(), classes[keep].tolist(), score_threshold,
+        iou_threshold), dtype=np.int64).reshape(-1)
+    x1, y1 = xywh[kept, 0], xywh[kept, 1]
+    return np.stack([x1, y1, x1 + xywh[kept, 2], y1 + xywh[kept, 3], scores[keep][kept],
+                     classes[keep][kept]], 1)
