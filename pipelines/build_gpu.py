@@ -1,6 +1,6 @@
 """The GPU pipeline: the same Channel / Stage / Pipeline types as build.py, GPU backends inside.
 
-    Source -> GpuDecodeStage (NVDEC, or FFmpeg) -> PreprocessStage (CV-CUDA, or torch)
+    Source -> DecodeStage (NVDEC, or FFmpeg) -> PreprocessStage (CV-CUDA, or torch)
            -> GpuInferStage (TensorRT, or torch with CUDA graphs) -> GpuPostprocessStage
            -> SinkStage
 
@@ -43,8 +43,9 @@ from pipelines.cuda import (
     require_cuda,
     wait_ready,
 )
-from pipelines.decode.nvdec import GpuDecodeStage, NvdecDecoder
+from pipelines.decode.nvdec import NvdecDecoder
 from pipelines.decode.pyav import PyAVDecoder
+from pipelines.decode.stage import DecodeStage
 from pipelines.errors import ChannelClosed, DeviceError
 from pipelines.frame import Batch
 from pipelines.gpu_metrics import BackendReport
@@ -151,7 +152,7 @@ def wire_gpu_pipeline(sources: Sequence[Any], decoder_for: Callable[[Any], Any],
     for source in sources:
         policy = options.policy or ("drop_oldest" if source.live else "block")
         decoded = channel(f"decoded/{source.stream_id}", policy)
-        stages.append(GpuDecodeStage(source, decoder_for, decoded, metrics,
+        stages.append(DecodeStage(source, decoder_for, decoded, metrics,
                                      frame_limit=options.frame_limit))
         stages.append(PreprocessStage(source.stream_id, make_preprocessor(), decoded, prepared,
                                       metrics))

@@ -37,9 +37,7 @@ import numpy as np
 import torch
 
 from pipelines.cuda import import_gpu_library, parse_device, record_ready, require_cuda
-from pipelines.decode.stage import DecodeStage
 from pipelines.errors import DecodeError, DeviceError
-from pipelines.frame import Frame
 
 log = logging.getLogger(__name__)
 
@@ -199,47 +197,3 @@ def nv12_to_rgb(nv12: torch.Tensor, height: int, width: int) -> torch.Tensor:
                        1.164 * y - 0.391 * u - 0.813 * v,
                        1.164 * y + 2.018 * u], dim=-1)
     return rgb.round_().clamp_(0, 255).to(torch.uint8)
-
-
-class GpuDecodeStage(DecodeStage):
-    """DecodeStage whose frames may hold GPU tensors (GpuPicture) with their ready events.
-
-    DecodeStage wraps every picture with ``torch.from_numpy``; this subclass only changes how
-    a picture becomes a Frame (docs/GPU.md proposes the one-line change to DecodeStage that
-    makes it unnecessary). Counting, limits and ends are DecodeStage's own.
-    """
-
-    async def run(self) -> None:
-        index = 0
-        try:
-            while not self._stopping and not self._limit_reached():
-                step, _ = await self.worker.run(self._step)
-                self.metrics.observe_stage(self.name, step.decode_s)
-                for picture in step.pictures:
-                    if self._limit_reached():
-                        break
-                    arrived = self.source.arrival_time(picture.pts)
-                    captured_at = step.captured_at if arrived is None else arrived
-                    image, ready = picture_tensor(picture)
-                    frame = Frame(self.stream_id, index, picture.pts, captured_at, image,
-                                  ready=ready,
-                                  timings={"decode": step.decode_s / len(step.pictures)})
-                    index += 1
-                    self.decoded += 1
-                    self.metrics.frame_received(self.stream_id)
-                    await self.output.put(frame)
-                self._count_errors(step.errors)
-                index += step.errors
-                if step.ended:
-                    self._count_missing()
-                    break
-        finally:
-            self.output.close()
-
-
-def picture_tensor(picture: Any) -> tuple[torch.Tensor, Any]:
-    """The image of a GpuPicture or a CPU DecodedPicture as a tensor, and its ready event."""
-    image = picture.image
-    if not isinstance(image, torch.Tensor):
-        image = torch.from_numpy(image)
-    return image, getattr(picture, "ready", None)
