@@ -175,8 +175,9 @@ def bench(
 ) -> None:
     """Measure, side by side in one process: the hand-written loop (cv2.VideoCapture ->
     letterbox -> ONNX Runtime -> NMS) against the vidpipe pipeline, for every variant of the
-    model found (fp32, int8, pruned, pruned+int8); then total fps over 1..N streams; and, with
-    --live, latency over time on a paced camera. Prints ratios; writes OUT/bench.json."""
+    model found (fp32, int8, pruned50, pruned50+int8, ...); then total fps over 1..N
+    streams; and, with --live, latency over time on a paced camera. Prints ratios; writes
+    OUT/bench.json."""
     _configure_logging("warning")
     try:
         run_bench(console, quick, source, model, streams, reps, frames, live_seconds, out)

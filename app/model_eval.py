@@ -80,6 +80,37 @@ def score_clips(model_path: Path, spec: ModelSpec, clips: Sequence[Path],
     """Run the pipeline over ``clips`` and score its detections against their labels."""
     truths = {sid: read_truth(p, spec) for sid, p in
               zip(stream_ids(clips), labels_for(clips, labels), strict=True)}
+    return score_against(model_path, spec, clips, truths, out, options=options,
+                         score_threshold=score_threshold, on_progress=on_progress)
+
+
+def reference_truth(reference: tuple[Path, ModelSpec], clips: Sequence[Path], out: Path, *,
+                    options: PipelineOptions | None = None,
+                    on_progress: Callable[[int, int | None], None] | None = None,
+                    ) -> dict[str, list[FrameTruth]]:
+    """Labels for footage that has none: the reference model's own detections at its card's
+    operating threshold (score_threshold), per stream and frame. Scoring another model
+    against them gives *agreement* mAP: 1.0 means it finds what the reference finds."""
+    path, spec = reference
+    _, _, outputs = run_files(clips, path, spec, out, options or PipelineOptions(),
+                              on_progress=on_progress)
+    found = read_detections(outputs.detections)
+    truths = {}
+    for sid in stream_ids(clips):
+        frames = found.get(sid, {})
+        count = max(frames, default=-1) + 1
+        rows = [frames.get(i, np.zeros((0, 6), np.float32)) for i in range(count)]
+        truths[sid] = [FrameTruth(r[:, [0, 1, 2, 3, 5]].copy(), np.zeros((0, 5), np.float32))
+                       for r in rows]
+    return truths
+
+
+def score_against(model_path: Path, spec: ModelSpec, clips: Sequence[Path],
+                  truths: dict[str, list[FrameTruth]], out: Path, *,
+                  options: PipelineOptions | None = None,
+                  score_threshold: float = EVAL_SCORE_THRESHOLD,
+                  on_progress: Callable[[int, int | None], None] | None = None) -> ClipScores:
+    """Run the pipeline over ``clips`` and score its detections against ``truths``."""
     output = spec.output.model_copy(update={"score_threshold": score_threshold})
     run_spec = spec.model_copy(update={"output": output})
     _, pipeline, outputs = run_files(clips, model_path, run_spec, out,

@@ -33,9 +33,10 @@ class TrainRun:
     console: Console
     heldout: dict[str, Any] = field(default_factory=dict)
 
-    def train(self, on_step: Callable[[StepReport], None]) -> TrainResult:
+    def train(self, on_step: Callable[[StepReport], None],
+              on_render: Callable[[int, int], None] | None = None) -> TrainResult:
         self.out.mkdir(parents=True, exist_ok=True)
-        result = train(self.config, on_step)
+        result = train(self.config, on_step, on_render=on_render)
         save_checkpoint(result, self.out / "model.pt")
         export_onnx(result.model, self.out / "model.onnx")
         return result
@@ -74,8 +75,10 @@ class TrainRun:
                 "cpu_minutes": round(result.cpu_s / 60, 1), "steps": result.steps_done,
                 "batch_size": c.batch_size, "images": result.steps_done * c.batch_size,
                 "stopped_early": result.stopped_early, "machine": machine(),
+                "scenes": min(c.scenes, c.steps * c.batch_size),
                 "command": (f"vidpipe model train --out {self.out} --seed {c.seed} --steps "
-                            f"{c.steps} --batch-size {c.batch_size} --activation "
+                            f"{c.steps} --batch-size {c.batch_size} --scenes {c.scenes} "
+                            f"--activation "
                             f"{c.activation} --minutes {c.minutes:g}"),
             },
             "parameters": count_parameters(result.model),

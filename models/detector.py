@@ -41,8 +41,8 @@ class DetectorConfig:
 
     num_classes: int
     input_size: tuple[int, int] = (320, 320)  # (width, height) the export is traced at
-    widths: tuple[int, ...] = (16, 32, 48, 96, 128)  # stem, strides 4, 8, 16, 32
-    depths: tuple[int, ...] = (1, 2, 2, 1)  # residual blocks at strides 4, 8, 16, 32
+    widths: tuple[int, ...] = (16, 32, 48, 96, 160)  # stem, strides 4, 8, 16, 32
+    depths: tuple[int, ...] = (0, 1, 2, 1)  # residual blocks at strides 4, 8, 16, 32
     neck_width: int = 48
     activation: Activation = "relu"
     class_names: tuple[str, ...] = field(default_factory=tuple)

@@ -9,7 +9,9 @@ renders both a single training image (``t = 0``) and every frame of a clip.
 ``render`` returns the image and its ground truth: the boxes of objects visible enough to be
 fair game, and the boxes of those too hidden to count either way (``ignore``), which the loss
 and the mAP both leave out — a detector is neither paid nor fined for a shape that is 80%
-behind another or out of the frame.
+behind another or out of the frame. A box is the extent of what is *visible* of the object
+(COCO's convention): cut by the frame edge or by an object in front, the box shrinks to the
+part in view, since no detector can see where a hidden edge lies.
 
 Everything is numpy and OpenCV on small patches, so a 320x192 training image costs about a
 millisecond or two and rendering does not dominate CPU training.
@@ -18,6 +20,7 @@ millisecond or two and rendering does not dominate CPU training.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import cv2
 import numpy as np
@@ -28,6 +31,7 @@ import numpy as np
 CLASSES: tuple[str, ...] = ("disc", "box", "triangle", "ring", "cross")
 BLOB, BAR = -1, -2  # distractors: irregular blobs and long bars, never to be detected
 VISIBLE_MIN = 0.6  # visible area / full area below which an object is ignored, not scored
+VISIBLE_PIXEL = 0.5  # seen coverage from which a pixel counts in a visible part's extent
 SUPERSAMPLE = 4  # coverage resolution of shape edges: 4x4 samples per pixel
 SUBPIXEL = 4  # fillPoly's shift: vertices with 1/16 (fine) pixel precision
 
@@ -146,7 +150,7 @@ def render(scene: Scene, t: float = 0.0,
     image = _background_view(scene, t).astype(np.float32)
     polygons = [outline(obj, t, scene.size) for obj in scene.objects]
     masks = [_rasterise(poly, scene.size) for poly in polygons]
-    visible = _visible_fractions(polygons, masks, scene.size)
+    visible = _visible_parts(polygons, masks, scene.size)
     for obj, poly, mask in zip(scene.objects, polygons, masks, strict=True):
         if mask is not None:
             _composite(image, obj, poly, mask, t)
@@ -198,12 +202,19 @@ def _rasterise(poly: np.ndarray, size: tuple[int, int], margin: int = 0) -> Mask
     return x0, y0, patch.astype(np.float32) / 255.0
 
 
-def _visible_fractions(polygons: list[np.ndarray], masks: list[Mask | None],
-                       size: tuple[int, int]) -> list[float]:
-    """Visible area / full area per object: what the frame edge and later objects leave."""
+class Visible(NamedTuple):
+    """What later objects and the frame edge leave of one object."""
+
+    fraction: float  # visible area / full area
+    box: tuple[int, int, int, int] | None  # pixel extent x1, y1, x2, y2 (exclusive) in view
+
+
+def _visible_parts(polygons: list[np.ndarray], masks: list[Mask | None],
+                   size: tuple[int, int]) -> list[Visible]:
+    """Per object, the fraction of its area in view and the pixel extent of that part."""
     width, height = size
     covered = np.zeros((height, width), dtype=np.float32)
-    fractions = [0.0] * len(polygons)
+    parts = [Visible(0.0, None)] * len(polygons)
     for i in range(len(polygons) - 1, -1, -1):  # front to back
         mask = masks[i]
         area = float(cv2.contourArea(polygons[i]))
@@ -211,9 +222,13 @@ def _visible_fractions(polygons: list[np.ndarray], masks: list[Mask | None],
             continue
         x0, y0, patch = mask
         region = covered[y0:y0 + patch.shape[0], x0:x0 + patch.shape[1]]
-        fractions[i] = float((patch * (1.0 - region)).sum()) / area
+        seen = patch * (1.0 - region)
+        rows, cols = np.nonzero(seen > VISIBLE_PIXEL)
+        box = None if len(rows) == 0 else (x0 + int(cols.min()), y0 + int(rows.min()),
+                                           x0 + int(cols.max()) + 1, y0 + int(rows.max()) + 1)
+        parts[i] = Visible(float(seen.sum()) / area, box)
         np.maximum(region, patch, out=region)
-    return fractions
+    return parts
 
 
 def _composite(image: np.ndarray, obj: SceneObject, poly: np.ndarray, mask: Mask,
@@ -277,16 +292,19 @@ def _light(image: np.ndarray, lighting: Lighting, t: float) -> None:
     image *= field[:, :, None] * np.asarray(lighting.cast, dtype=np.float32)
 
 
-def _truth(scene: Scene, polygons: list[np.ndarray], visible: list[float]) -> Truth:
-    """Boxes of the classed objects clipped to the frame; the too-hidden ones go to ignore."""
+def _truth(scene: Scene, polygons: list[np.ndarray], visible: list[Visible]) -> Truth:
+    """Boxes of the visible part of each classed object (the outline's exact extent where
+    nothing cuts it, else cut down to the pixels in view); too-hidden ones go to ignore."""
     width, height = scene.size
     keep: list[list[float]] = []
     ignore: list[list[float]] = []
-    for obj, poly, fraction in zip(scene.objects, polygons, visible, strict=True):
-        if obj.class_id < 0 or fraction <= 0:
+    for obj, poly, (fraction, seen) in zip(scene.objects, polygons, visible, strict=True):
+        if obj.class_id < 0 or fraction <= 0 or seen is None:
             continue
-        x1, y1 = np.clip(poly.min(0), 0, (width, height))
-        x2, y2 = np.clip(poly.max(0), 0, (width, height))
+        # a pixel at least half seen is in; half a pixel of slack each way keeps the exact
+        # outline extent where nothing cuts the object
+        x1, y1 = np.maximum(np.clip(poly.min(0), 0, (width, height)), np.add(seen[:2], -0.5))
+        x2, y2 = np.minimum(np.clip(poly.max(0), 0, (width, height)), np.add(seen[2:], 0.5))
         if x2 - x1 < 1 or y2 - y1 < 1:
             continue
         row = [float(x1), float(y1), float(x2), float(y2), float(obj.class_id)]

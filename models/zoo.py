@@ -8,6 +8,7 @@ the first frame, with a message that says what the card promised and what the gr
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import onnx
@@ -28,20 +29,36 @@ log = logging.getLogger(__name__)
 _ONNX_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.UINT8: "uint8"}
 
 
-# The optimised variants of a model live beside it, under these names (``vidpipe model optimize``
-# writes them); ``fp32`` is the card's own file.
-VARIANT_FILES = {"int8": "model.int8.onnx", "pruned": "model.pruned.onnx",
-                 "pruned+int8": "model.pruned.int8.onnx"}
+# The optimised variants of a model live beside it (``vidpipe model optimize`` writes them):
+# model.int8.onnx, model.pruned50.onnx, model.pruned50.int8.onnx (50: % of channels pruned).
+# ``fp32`` is the card's own file.
+_VARIANT_NAME = re.compile(r"model\.(?:pruned(\d{1,2})\.)?(?:(int8)\.)?onnx")
+
+
+def variant_label(path: Path) -> str | None:
+    """'int8', 'pruned50', 'pruned50+int8' for a variant's file name, else None."""
+    match = _VARIANT_NAME.fullmatch(path.name)
+    if match is None or not any(match.groups()):
+        return None
+    ratio, int8 = match.groups()
+    return "+".join(part for part in (f"pruned{ratio}" if ratio else None, int8) if part)
+
+
+def variant_file(ratio: float | None, int8: bool) -> str:
+    """The file name of a variant: the inverse of ``variant_label``."""
+    pruned = f"pruned{round(ratio * 100)}." if ratio else ""
+    return f"model.{pruned}{'int8.' if int8 else ''}onnx"
 
 
 def model_variants(model: str | Path | None = None) -> dict[str, tuple[Path, ModelSpec]]:
-    """The FP32 model and whichever optimised variants exist beside it, by label."""
+    """The FP32 model and whichever optimised variants exist beside it, by label: fp32 first,
+    then int8, then pruned ones by ratio."""
     path, spec = resolve_model(model)
     variants = {"fp32": (path, spec)}
-    for label, name in VARIANT_FILES.items():
-        candidate = path.parent / name
-        if candidate.is_file() and candidate != path:
-            variants[label] = (candidate, spec)
+    found = {label: candidate for candidate in path.parent.glob("model.*onnx")
+             if candidate != path and (label := variant_label(candidate)) is not None}
+    for label in sorted(found, key=lambda k: (k.startswith("pruned"), len(k), k)):
+        variants[label] = (found[label], spec)
     return variants
 
 

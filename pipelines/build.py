@@ -33,6 +33,13 @@ from pipelines.preprocess.stage import PreprocessStage
 from pipelines.sinks.stage import Sink, SinkStage
 from pipelines.sources.file import FileSource
 from pipelines.stage import Stage
+from pipelines.threads import (
+    StageCosts,
+    ThreadPlan,
+    measure_feed_ms,
+    measure_infer_ms,
+    plan_threads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,28 +70,27 @@ class PipelineOptions:
                 raise ConfigError(f"{name.replace('_', ' ')} must be >= 0, got {value}")
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadPlan:
-    infer: int
-    decode: int
-    reason: str
+def choose_threads(options: PipelineOptions, cores: int | None = None,
+                   costs: StageCosts | None = None) -> ThreadPlan:
+    """How many threads ONNX Runtime and each FFmpeg decoder get: given ones, else from the
+    measured stage costs (see ``pipelines.threads``)."""
+    return plan_threads(costs, cores or os.cpu_count() or 1,
+                        infer_threads=options.infer_threads,
+                        decode_threads=options.decode_threads)
 
 
-def choose_threads(options: PipelineOptions, cores: int | None = None) -> ThreadPlan:
-    """How many threads ONNX Runtime and each FFmpeg decoder get.
-
-    Decode, preprocess and inference share the same cores. Each decoder gets one thread (one
-    stream's decode is light next to a detector). ONNX Runtime gets every core: its threads do
-    not spin (see OnnxRuntimeBackend), so they yield the cores to decoding between calls. On the
-    2-core machine with the shipped model on the 720p demo clip this gave 35.6 fps against 30.4
-    with one inference thread. A model fast enough to make decoding the bottleneck wants fewer
-    inference threads: ``--infer-threads``.
-    """
-    cores = cores or os.cpu_count() or 1
-    infer = options.infer_threads if options.infer_threads is not None else cores
-    decode = options.decode_threads if options.decode_threads is not None else 1
-    chosen = "given" if options.infer_threads is not None else f"{cores} cores, all to inference"
-    return ThreadPlan(infer, decode, chosen)
+def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any]) -> StageCosts:
+    """Inference per frame on one thread, and decode + preprocess per frame summed over the
+    sources (None if any is live: a camera cannot be read ahead)."""
+    shape = ((3, spec.input.height, spec.input.width) if spec.input.layout == "NCHW"
+             else (spec.input.height, spec.input.width, 3))
+    infer_ms = measure_infer_ms(model_path, shape, spec.input.dtype)
+    feed: float | None = 0.0
+    for source in sources:
+        path = getattr(source, "path", None)
+        cost = None if source.live or path is None else measure_feed_ms(path, spec.input)
+        feed = None if cost is None or feed is None else feed + cost
+    return StageCosts(infer_ms, feed)
 
 
 def check_device(device: str) -> None:
@@ -124,15 +130,18 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
 
         return build_gpu_pipeline(locations, stream_ids, model_path, spec, sinks, metrics,
                                   options, open_source=open_source)
-    plan = choose_threads(options)
-    log.info("threads: inference %d, decode %d per stream (%s)", plan.infer, plan.decode,
-             plan.reason)
     opened: list[Any] = []
     try:
         sources = []
         for location, sid in zip(locations, stream_ids, strict=True):
             sources.append(open_source(location, sid))
             opened.append(sources[-1])
+        cores = os.cpu_count() or 1
+        costs = (measure_costs(model_path, spec, sources)
+                 if options.infer_threads is None and cores > 1 else None)
+        plan = choose_threads(options, cores, costs)
+        log.info("threads: inference %d, decode %d per stream (%s)", plan.infer, plan.decode,
+                 plan.reason)
         backend = OnnxRuntimeBackend(model_path, threads=plan.infer)
         opened.append(backend)
         input_info = check_compatible(spec, backend.inputs, backend.outputs, model_path)
@@ -145,8 +154,10 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
         log.warning("%s takes batches of %d only; batch size lowered from %d", model_path.name,
                     input_info.fixed_batch, batch_size)
         batch_size = input_info.fixed_batch
-    return wire_pipeline(sources, lambda s: PyAVDecoder(s.video, threads=plan.decode), backend,
-                         input_info.name, spec, sinks, metrics, options, batch_size)
+    pipeline = wire_pipeline(sources, lambda s: PyAVDecoder(s.video, threads=plan.decode),
+                             backend, input_info.name, spec, sinks, metrics, options, batch_size)
+    pipeline.threads = plan
+    return pipeline
 
 
 def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], PictureDecoder],
@@ -168,7 +179,10 @@ def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], 
 
     channels: list[Channel[Any]] = []
     stages: list[Stage] = []
-    prepared = channel("prepared", producers=len(sources))
+    # Live sources only: the newest prepared frame wins at inference too, so a detector slower
+    # than the camera works on the latest picture instead of one that queued behind it.
+    live = all(source.live for source in sources)
+    prepared = channel("prepared", "drop_oldest" if live else "block", producers=len(sources))
     for source in sources:
         policy = options.policy or ("drop_oldest" if source.live else "block")
         # Named by stream where one pipeline serves several; a named pipeline is one stream's.

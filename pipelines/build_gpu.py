@@ -31,6 +31,7 @@ from typing import Any, Literal, cast
 
 import torch
 
+from models.engine import check_engine, current_environment
 from models.runtime.tensorrt import TensorRTBackend
 from models.runtime.torch import DeviceUnavailable, Precision, TorchBackend
 from models.spec import ModelSpec
@@ -225,9 +226,13 @@ def inference_backend(model_path: Path, spec: ModelSpec, device: torch.device, g
                            f"({' or '.join(model_path.stem + s for s in ENGINE_SUFFIXES)})")
         else:
             try:
-                trt = TensorRTBackend(engine, device=str(device), max_batch=batch_size)
-                report.record("infer", "tensorrt", str(device))
-                return trt
+                stale = check_engine(engine, model_path, current_environment(device.index or 0))
+                if stale is None:
+                    trt = TensorRTBackend(engine, device=str(device), max_batch=batch_size)
+                    report.record("infer", "tensorrt", str(device))
+                    return trt
+                reasons.append(f"TensorRT engine {engine.name} not used, {stale} (rebuild: "
+                               f"vidpipe model build-engine {model_path})")
             except DeviceUnavailable as e:
                 reasons.append(str(e))
     if gpu.infer in ("auto", "torch"):

@@ -33,6 +33,7 @@ class Pipeline:
         self._closed = False
         self.started_at: float | None = None
         self.wall_s: float | None = None
+        self.threads: Any = None  # the ThreadPlan it was built with, where one was chosen
 
     async def run(self) -> None:
         """Run until every stage has finished, or one fails (its error propagates)."""

@@ -31,7 +31,7 @@ def _median(runs: list[Measurement]) -> Measurement:
 def _row(m: Measurement) -> dict[str, Any]:
     return {"variant": m.variant, "frames": m.frames, "fps": m.fps,
             "p50_ms": m.latency_ms(0.5), "p99_ms": m.latency_ms(0.99),
-            "cpu_util": m.cpu_util, "busy": m.busy, "drops": m.drops}
+            "cpu_util": m.cpu_util, "busy": m.busy, "drops": m.drops, "threads": m.threads}
 
 
 def compare(clip: Path, variants: dict[str, tuple[Path, ModelSpec]], options: PipelineOptions,
@@ -74,7 +74,8 @@ def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
 def live(clip: Path, path: Path, spec: ModelSpec, options: PipelineOptions, *,
          duration_s: float, windows: int = 10) -> dict[str, Any]:
     """vidpipe on a camera paced at the clip's frame rate, for ``duration_s``."""
-    options = replace(options, capacity=2, batch_timeout_ms=0.0)
+    # one camera: no one to batch with, and every queued frame is latency
+    options = replace(options, capacity=1, batch_size=1, batch_timeout_ms=0.0)
     sink = LatencySink()
 
     def open_paced(p: Path, sid: str) -> PacedFileSource:

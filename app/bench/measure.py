@@ -11,8 +11,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ class Measurement:
     busy: dict[str, float] = field(default_factory=dict)
     drops: dict[str, int] = field(default_factory=dict)
     peak_rss_delta: int = 0  # bytes above the RSS before the run
+    threads: dict[str, Any] | None = None  # the pipeline's ThreadPlan (None: the hand loop)
 
     @property
     def fps(self) -> float:
@@ -117,4 +119,5 @@ def measure_pipeline(variant: str, paths: Sequence[Path], model_path: Path, spec
     return Measurement(
         variant, len(sink.samples), wall, cpu, np.array([lat for _, lat in sink.samples]),
         {s.stage: s.busy for s in metrics.stage_summaries(wall)}, drops, rss.peak - rss.baseline,
+        asdict(pipeline.threads) if pipeline.threads is not None else None,
     )

@@ -27,9 +27,11 @@ def compare_table(rows: list[dict[str, Any]]) -> Table:
                     "x fp32"])
     table.caption = ("busy %: d decode, p preprocess, i infer; x hand: fps over the hand loop "
                      "with the same model (its faster thread setting); x fp32: over the FP32 "
-                     "hand loop")
+                     "hand loop; vidpipe Nt: the inference threads it chose (bench.json: why)")
     for r in rows:
         runner = r["variant"].replace("hand loop, ", "hand ").replace(" threads", "t")
+        if r.get("threads"):
+            runner += f" {r['threads']['infer']}t"
         table.add_row(r["model"], runner.replace(" thread", "t"), f"{r['fps']:.1f}",
                       f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}", f"{r['cpu_util']:.0%}", _busy(r),
                       f"{r['ratio_to_hand_loop']:.2f}", f"{r['ratio_to_fp32_hand_loop']:.2f}")

@@ -75,6 +75,25 @@ def test_shipped_model_finds_the_shapes_in_a_held_out_clip(tmp_path: Path) -> No
     assert accuracy["overall"]["mAP@0.5"] > 0.8, accuracy
 
 
+@pytest.mark.skipif(not (ZOO_DIR / "shapes-yolo" / "model.int8.onnx").is_file(),
+                    reason="the shipped shapes-yolo variants are not built yet")
+def test_without_labels_a_variant_is_scored_by_agreement_with_fp32(tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "footage.mp4", seed=777, frames=20)
+    boxes_path(clip).unlink()  # a user's footage: no labels
+    runs = {}
+    for name in ("model.onnx", "model.int8.onnx"):
+        code, output = vidpipe_model("evaluate", ZOO_DIR / "shapes-yolo" / name, "--video",
+                                     clip, "--out", tmp_path / name)
+        assert code == 0, output
+        assert "agreement with model.onnx" in output
+        runs[name] = json.loads((tmp_path / name / "accuracy.json").read_text())
+    fp32, int8 = runs["model.onnx"], runs["model.int8.onnx"]
+    assert fp32["scored_against"] == "reference detections"
+    assert fp32["overall"]["objects"] > 20  # the FP32 model's own detections are the truth
+    assert fp32["overall"]["mAP@0.5"] == pytest.approx(1.0)  # it agrees with itself
+    assert 0.8 < int8["overall"]["mAP@0.5"] < 1.0
+
+
 def test_labels_can_be_given_explicitly(tiny_run: Path, clip: Path, tmp_path: Path) -> None:
     moved = tmp_path / "labels.json"
     moved.write_text(boxes_path(clip).read_text())
@@ -111,7 +130,6 @@ def test_an_unreadable_video_exits_2(tiny_run: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("problem, message", [
-    ("missing", "no boxes file"),
     ("classes", "labels name classes"),
     ("short", "labels cover 3 frames"),
 ])
@@ -145,3 +163,60 @@ def test_clips_command_writes_labelled_clips(tmp_path: Path) -> None:
     for k in range(2):
         record = load_boxes(boxes_path(tmp_path / f"clip-{k}.mp4"))
         assert len(record["frames"]) == 3 and record["width"] == 160
+
+
+def test_optimize_writes_every_variant_and_prints_the_table(tiny_run: Path,
+                                                            tmp_path: Path) -> None:
+    held = tiny_run / "heldout" / "clip-0.mp4"
+    code, output = vidpipe_model("optimize", tiny_run, "--calib", held, "--ratio", "0.5",
+                                 "--prune-steps", 2, "--out", tmp_path)
+    assert code == 0, output
+    for name in ("model.int8.onnx", "model.pruned50.onnx", "model.pruned50.pt",
+                 "model.pruned50.int8.onnx"):
+        assert (tiny_run / name).is_file(), name
+    report = json.loads((tmp_path / "optimize.json").read_text())
+    rows = {r["label"]: r for r in report["variants"]}
+    assert list(rows) == ["fp32", "int8", "pruned50", "pruned50+int8"]
+    assert rows["pruned50"]["parameters"] < 0.4 * rows["fp32"]["parameters"]
+    assert rows["pruned50"]["gflops"] < 0.5 * rows["fp32"]["gflops"]
+    assert all(r["latency_ms"] > 0 and r["accuracy"]["frames"] == 4 for r in rows.values())
+    # each method scored, or failed with the reason (a two-step model has dead, all-zero
+    # activations, which a histogram calibrator may not handle)
+    tried = report["calibration_methods"]["fp32"]
+    assert set(tried) == {"minmax", "entropy", "percentile"}
+    assert all("mAP@0.5" in r or r["failed"] for r in tried.values())
+    assert report["scored_by"].startswith("mAP against the clips' labels")
+    assert "Variants" in output and "refused" not in output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["prune", "{run}", "--ratio", "1.5"], "--ratio must be in"),
+    (["prune", "{run}", "--ratio", "0"], "--ratio must be in"),
+    (["optimize", "{run}", "--calib", "{junk}", "--ratio", "0.5,2"], "--ratio must be in"),
+    (["quantize", "{run}", "--calib", "{junk}"], "junk.mp4"),
+    (["optimize", "{run}", "--calib", "{junk}"], "junk.mp4"),
+    (["quantize", "{run}", "--calib", "{missing}"], "missing.mp4"),
+    (["quantize", "{run}", "--calib", "{junk}", "--method", "median"], "--method"),
+    (["quantize", "{broken}", "--calib", "{junk}"], "not an ONNX model"),
+    (["prune", "{broken}"], "not an ONNX model"),
+    (["optimize", "{nopt}", "--calib", "{junk}"], "model.pt"),
+    (["build-engine", "{run}", "--precision", "int4"], "--precision"),
+    (["build-engine", "{run}", "--precision", "int8"], "needs --calib"),
+])
+def test_bad_optimisation_input_is_one_line_and_exit_2(tiny_run: Path, tmp_path: Path,
+                                                       args: list[str], message: str) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"\x00" * 2000)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "model.onnx").write_text("this is not a model")
+    (broken / "card.yaml").write_text((tiny_run / "card.yaml").read_text())
+    nopt = tmp_path / "nopt"
+    nopt.mkdir()
+    for name in ("model.onnx", "card.yaml"):
+        (nopt / name).write_bytes((tiny_run / name).read_bytes())
+    places = {"run": tiny_run, "junk": junk, "broken": broken, "nopt": nopt,
+              "missing": tmp_path / "missing.mp4"}
+    code, output = vidpipe_model(*[a.format(**places) for a in args])
+    assert code == 2, output
+    assert message in one_error_line(output)

@@ -70,6 +70,16 @@ def test_hidden_objects_are_ignored_and_wholly_hidden_ones_vanish(offset: float,
         assert truth.ignore[:, 4].tolist() == ignored
 
 
+def test_a_partly_hidden_object_has_the_box_of_its_visible_part() -> None:
+    behind = replace(shape(1, (40.0, 30.0), radius=14.0), aspect=1.0, angle=0.0)  # 26..54
+    cover = replace(shape(1, (64.0, 30.0), radius=14.0, colour=(20, 250, 20)), aspect=1.0,
+                    angle=0.0)  # x from 50: hides 54 - 50 = 4 of 28 columns
+    _, truth = render(flat_scene(behind, cover))
+    assert len(truth.boxes) == 2 and not len(truth.ignore)
+    hidden = truth.boxes[0] if truth.boxes[0, 0] < truth.boxes[1, 0] else truth.boxes[1]
+    np.testing.assert_allclose(hidden[:4], [26, 16, 50, 44], atol=1.0)
+
+
 def test_an_object_cut_by_the_frame_edge_has_its_box_clipped_to_the_frame() -> None:
     image, truth = render(flat_scene(shape(1, (2.4, 30.0), radius=12.0)))
     rows = np.concatenate([truth.boxes, truth.ignore])

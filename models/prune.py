@@ -1,0 +1,216 @@
+"""Structured channel pruning of ShapesYOLO: L1 norm, torch-pruning's dependency graph, progressive.
+
+``prune`` removes ``ratio`` of the channels of every prunable layer (0.5: half of each
+layer's channels, about three quarters of the multiply-adds) in ``rounds`` equal steps, and
+fine-tunes on the training scenes after each step and longer after the last. Which channels
+go is decided by the L1 norm of their conv filters (``MagnitudeImportance(p=1)``), summed
+over every layer that torch-pruning's dependency graph ties together: the two sides of a
+residual add, a concat's inputs and the convs they feed, a BatchNorm and its conv. The
+library follows the graph; nothing here lists coupled layers by hand. The three 1x1 output
+convs are left whole (their output channels are the box sides, objectness, and classes).
+
+A pruned network no longer matches its ``DetectorConfig`` widths. Its checkpoint is the
+plain state dict (loadable with ``weights_only=True``): ``load_pruned`` builds the full
+network and shrinks each conv and BatchNorm to the shapes the saved tensors have.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from models.detector import DetectorConfig, ShapesYOLO, count_parameters, make_grid
+from models.train import SceneSet, TrainConfig, WeightAverage, _param_groups, _step, lr_factor
+
+MAX_RATIO = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class PruneConfig:
+    ratio: float  # fraction of each prunable layer's channels removed, in (0, MAX_RATIO]
+    rounds: int = 4  # pruning steps: ratio / rounds more channels go at each
+    round_steps: int = 100  # fine-tuning steps after each round but the last
+    final_steps: int = 800  # fine-tuning steps after the last round
+    batch_size: int = 16
+    lr: float = 1e-3
+    seed: int = 0  # of the scenes fine-tuned on: the training seed, never the held-out one
+    scenes: int = 3200
+    threads: int = 2
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.ratio <= MAX_RATIO:
+            raise ValueError(f"ratio must be in (0, {MAX_RATIO}], got {self.ratio}")
+        if self.rounds < 1 or self.round_steps < 0 or self.final_steps < 1:
+            raise ValueError(f"rounds and final steps must be >= 1, round steps >= 0; got "
+                             f"{self.rounds}, {self.final_steps}, {self.round_steps}")
+
+    @property
+    def total_steps(self) -> int:
+        return (self.rounds - 1) * self.round_steps + self.final_steps
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    step: int  # fine-tuning steps done
+    steps: int
+    round: int  # pruning rounds done
+    loss: float
+    parameters: int
+
+
+@dataclass(slots=True)
+class PruneResult:
+    model: ShapesYOLO  # pruned and fine-tuned (averaged weights), eval mode
+    config: PruneConfig
+    parameters: tuple[int, int]  # before, after
+    macs: tuple[int, int]  # multiply-adds per image at the configured input size
+    wall_s: float
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def log(self) -> dict[str, Any]:
+        return {"config": asdict(self.config), "parameters": list(self.parameters),
+                "macs": list(self.macs), "wall_s": round(self.wall_s, 1),
+                "history": self.history}
+
+
+def count_macs(model: ShapesYOLO) -> int:
+    """Multiply-adds of one image at the model's configured input size (torch-pruning's
+    counter: convs, BatchNorm, activations)."""
+    import torch_pruning as tp
+
+    width, height = model.config.input_size
+    macs, _ = tp.utils.count_ops_and_params(model.eval(), torch.zeros(1, 3, height, width))
+    return int(macs)
+
+
+def prune(model: ShapesYOLO, config: PruneConfig,
+          on_step: Callable[[PruneReport], None] | None = None,
+          on_render: Callable[[int, int], None] | None = None) -> PruneResult:
+    """Prune a copy of ``model`` progressively, fine-tuning between rounds and after."""
+    import torch_pruning as tp
+
+    start = time.monotonic()
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(config.threads)
+    model = copy.deepcopy(model).eval()
+    before = (count_parameters(model), count_macs(model))
+    width, height = model.config.input_size
+    pruner = tp.pruner.MagnitudePruner(
+        model, torch.zeros(1, 3, height, width),
+        importance=tp.importance.MagnitudeImportance(p=1, target_types=[nn.Conv2d]),
+        pruning_ratio=config.ratio, iterative_steps=config.rounds,
+        ignored_layers=[model.box, model.obj, model.cls])
+    scenes = SceneSet.render(_scene_config(config), on_render)
+    grid = make_grid(*scenes.images.shape[2:0:-1])
+    history: list[dict[str, float]] = []
+    done = 0
+    for round_index in range(config.rounds):
+        pruner.step()
+        last = round_index == config.rounds - 1
+        steps = config.final_steps if last else config.round_steps
+        model.train()
+        optimiser = torch.optim.AdamW(_param_groups(model, 5e-4), lr=config.lr)
+        average = WeightAverage(model, 0.995) if last else None
+        for step in range(steps):
+            for group in optimiser.param_groups:
+                group["lr"] = config.lr * (lr_factor(step, steps, min(50, steps // 10))
+                                           if last else 1.0)
+            loss, _ = _step(model, optimiser, scenes.batch(done, config.batch_size), grid)
+            if average is not None:
+                average.update(model)
+            done += 1
+            parameters = count_parameters(model)
+            if done % 10 == 0 or done == config.total_steps:
+                history.append({"step": done, "round": round_index + 1,
+                                "loss": round(loss, 4), "parameters": parameters,
+                                "s": round(time.monotonic() - start, 1)})
+            if on_step is not None:
+                on_step(PruneReport(done, config.total_steps, round_index + 1, loss,
+                                    parameters))
+        if average is not None:
+            model = average.model
+    model.eval()
+    after = (count_parameters(model), count_macs(model))
+    return PruneResult(model, config, (before[0], after[0]), (before[1], after[1]),
+                       time.monotonic() - start, history)
+
+
+def _scene_config(config: PruneConfig) -> TrainConfig:
+    return TrainConfig(steps=config.total_steps, batch_size=config.batch_size,
+                       scenes=config.scenes, seed=config.seed, threads=config.threads)
+
+
+def save_pruned(result: PruneResult, path: Path, train: dict[str, Any] | None = None) -> Path:
+    """model.pt of a pruned network: its config, the plain state dict, and how it was made."""
+    torch.save({"detector": result.model.config.to_dict(), "train": train or {},
+                "prune": asdict(result.config), "state_dict": result.model.state_dict()},
+               path)
+    return path
+
+
+def shrink_to(model: nn.Module, state: dict[str, torch.Tensor]) -> nn.Module:
+    """Resize every conv and BatchNorm of ``model`` to the tensor shapes in ``state`` (a
+    pruned network's state dict), so that ``load_state_dict`` fits; returns ``model``."""
+    for name, module in model.named_modules():
+        prefix = f"{name}." if name else ""
+        weight = state.get(f"{prefix}weight")
+        if weight is None:
+            continue
+        if isinstance(module, nn.Conv2d):
+            module.out_channels = int(weight.shape[0])
+            module.in_channels = int(weight.shape[1]) * module.groups
+        elif isinstance(module, nn.BatchNorm2d):
+            module.num_features = int(weight.shape[0])
+        else:
+            continue
+        for key, tensor in list(module.named_parameters(recurse=False)) + \
+                list(module.named_buffers(recurse=False)):
+            saved = state.get(f"{prefix}{key}")
+            if saved is not None and saved.shape != tensor.shape:
+                replacement = torch.empty(saved.shape, dtype=tensor.dtype)
+                if isinstance(tensor, nn.Parameter):
+                    setattr(module, key, nn.Parameter(replacement))
+                else:
+                    module.register_buffer(key, replacement)
+    return model
+
+
+def load_pruned(config: DetectorConfig, state: dict[str, torch.Tensor]) -> ShapesYOLO:
+    """The pruned network of ``state``; ValueError when its layers do not fit together (one
+    forward pass on a blank image proves they do)."""
+    model = shrink_to(ShapesYOLO(config), state)
+    model.load_state_dict(state)  # type: ignore[arg-type]
+    model.eval()
+    width, height = config.input_size
+    try:
+        with torch.no_grad():
+            model(torch.zeros(1, 3, height, width))
+    except RuntimeError as e:
+        raise ValueError(f"pruned layers do not fit together: {str(e).splitlines()[0]}") from e
+    return model  # type: ignore[return-value]
+
+
+def channel_summary(model: ShapesYOLO) -> str:
+    """Output channels of the backbone stages and neck, e.g. '8-16-24-48-80 / neck 24'."""
+    stages = [model.stem, model.stage4, model.stage8, model.stage16, model.stage32]
+    widths = [_out_channels(s) for s in stages]
+    return "-".join(str(w) for w in widths) + f" / neck {_out_channels(model.fuse8)}"
+
+
+def _out_channels(module: nn.Module) -> int:
+    convs = [m for m in module.modules() if isinstance(m, nn.Conv2d)]
+    return int(convs[-1].out_channels) if convs else 0
+
+
+def ratio_checked(ratio: float) -> float:
+    if not (math.isfinite(ratio) and 0.0 < ratio <= MAX_RATIO):
+        raise ValueError(f"--ratio must be in (0, {MAX_RATIO}], got {ratio:g}")
+    return ratio

@@ -1,0 +1,111 @@
+"""How many threads ONNX Runtime gets, decided from measured costs, not assumed.
+
+Decoding, preprocessing and inference share the same cores. ONNX Runtime's intra-op threads
+meet at a barrier after every operator: when a decoder thread takes one of "its" cores, the
+whole operator waits for the preempted thread. So giving ONNX Runtime every core pays only when
+inference so dominates the work that the decoders rarely run; when their costs are comparable,
+a core kept for decoding and preprocessing lets the two overlap, which is the point of a
+pipeline. Measured on the 2-core machine (docs/BENCHMARKS.md): a pruned INT8 detector beside
+720p decoding ran 1.9x the sequential loop with 1 inference thread and 1.1x with 2; the FP32
+SSD, inference-bound, ran 35.6 fps with 2 threads and 30.4 with 1.
+
+``measure_costs`` times, before the pipeline starts: inference per frame on one thread (a
+blank image, median of a few calls) and decoding plus preprocessing
+per frame of each file source (its first frames, in a separate reader). ``plan_threads``
+then keeps ``cores - 1`` inference threads (at least one) whenever decoding and
+preprocessing cost at least ``COMPARABLE`` of inference per frame, all cores otherwise.
+Live sources cannot be read ahead; without their decode cost the plan keeps a core for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+import numpy as np
+import torch
+
+from models.runtime.onnxruntime import OnnxRuntimeBackend
+from models.spec import InputSpec
+from pipelines.frame import Frame
+from pipelines.preprocess.opencv import OpenCVPreprocessor
+
+log = logging.getLogger(__name__)
+
+COMPARABLE = 0.25  # decode + preprocess / inference per frame from which a core is kept
+PROBE_FRAMES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class StageCosts:
+    infer_ms: float  # per frame, one inference thread, batch 1
+    feed_ms: float | None  # decode + preprocess per frame, summed over the streams (None: live)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPlan:
+    infer: int
+    decode: int
+    reason: str
+
+
+def measure_infer_ms(model: Path, shape: Sequence[int], dtype: str = "float32",
+                     calls: int = 3) -> float:
+    """Median ms of ``calls`` one-thread ONNX Runtime calls on one blank image of ``shape``."""
+    with OnnxRuntimeBackend(model, threads=1) as backend:
+        feeds = {backend.inputs[0].name: np.zeros((1, *shape), dtype=dtype)}
+        backend.infer(feeds)  # first call: allocation and kernel selection
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            backend.infer(feeds)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def measure_feed_ms(path: Path, spec: InputSpec, frames: int = PROBE_FRAMES) -> float | None:
+    """ms per frame to decode (one thread) and preprocess the first ``frames`` of a file;
+    None when the file gives fewer than two frames (the pipeline will say why)."""
+    prepare = OpenCVPreprocessor(spec)
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            stream.codec_context.thread_count = 1
+            done, start = 0, time.perf_counter()
+            for picture in container.decode(stream):
+                image = torch.from_numpy(picture.to_ndarray(format="rgb24"))
+                prepare.prepare(Frame("probe", done, None, 0.0, image))
+                done += 1
+                if done == frames:
+                    break
+            elapsed = time.perf_counter() - start
+    except (av.FFmpegError, OSError, IndexError):
+        return None
+    return elapsed * 1e3 / done if done >= 2 else None
+
+
+def plan_threads(costs: StageCosts | None, cores: int, *, infer_threads: int | None = None,
+                 decode_threads: int | None = None) -> ThreadPlan:
+    """The thread plan for ``cores`` given the measured ``costs`` (see the module doc)."""
+    decode = decode_threads if decode_threads is not None else 1
+    if infer_threads is not None:
+        return ThreadPlan(infer_threads, decode, "given")
+    if cores <= 1:
+        return ThreadPlan(1, decode, "1 core")
+    if costs is None:
+        return ThreadPlan(cores, decode, f"{cores} cores, all to inference (costs not measured)")
+    if costs.feed_ms is None:
+        return ThreadPlan(cores - 1, decode, f"{cores} cores, one kept for decoding a live "
+                          f"source (inference {costs.infer_ms:.1f} ms/frame on 1 thread)")
+    share = costs.feed_ms / costs.infer_ms
+    measured = (f"decode+preprocess {costs.feed_ms:.1f} ms/frame, inference "
+                f"{costs.infer_ms:.1f} ms/frame on 1 thread")
+    if share >= COMPARABLE:
+        return ThreadPlan(cores - 1, decode, f"{measured}: comparable, so {cores - 1} of "
+                          f"{cores} cores to inference, one to decoding")
+    return ThreadPlan(cores, decode, f"{measured}: inference-bound, all {cores} cores to it")

@@ -1,0 +1,82 @@
+"""Channel pruning: torch-pruning removes channels the graph allows, the result still runs,
+exports, saves and loads; bad ratios are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models.detector import DetectorConfig, ShapesYOLO
+from models.export import export_onnx, max_difference
+from models.prune import (
+    PruneConfig,
+    channel_summary,
+    count_macs,
+    load_pruned,
+    prune,
+    ratio_checked,
+    save_pruned,
+)
+from models.scene import CLASSES
+from models.train import load_checkpoint
+
+SMALL = DetectorConfig(num_classes=len(CLASSES), input_size=(160, 96),
+                       widths=(8, 16, 16, 32, 32), depths=(0, 1, 1, 1), neck_width=16,
+                       class_names=CLASSES)
+FAST = dict(rounds=2, round_steps=2, final_steps=3, batch_size=2, scenes=16, threads=1)
+
+
+@pytest.fixture(scope="module")
+def pruned() -> tuple[ShapesYOLO, object]:
+    torch.manual_seed(0)
+    model = ShapesYOLO(SMALL).eval()
+    return model, prune(model, PruneConfig(ratio=0.5, **FAST))
+
+
+def test_half_the_channels_go_and_the_network_shrinks_to_about_a_quarter(pruned) -> None:
+    original, result = pruned
+    before, after = result.parameters
+    assert after < 0.4 * before, (before, after)
+    assert result.macs[1] < 0.45 * result.macs[0]
+    assert channel_summary(original) == "8-16-16-32-32 / neck 16"
+    assert channel_summary(result.model) == "4-8-8-16-16 / neck 8"
+    # output convs keep their channels: 4 box sides, 1 objectness, 5 classes
+    assert result.model.box.out_channels == 4 and result.model.cls.out_channels == 5
+    assert len(result.history) >= 1 and result.history[-1]["step"] == 5
+    assert count_macs(original) == result.macs[0]
+
+
+def test_the_original_model_is_left_alone(pruned) -> None:
+    original, _ = pruned
+    assert original.stem[0].out_channels == 8
+
+
+def test_pruned_model_exports_saves_and_loads(pruned, tmp_path: Path) -> None:
+    _, result = pruned
+    onnx_path = export_onnx(result.model, tmp_path / "model.pruned50.onnx")
+    images = torch.rand(2, 3, 96, 160)
+    assert max_difference(result.model, onnx_path, images) < 1e-4
+    save_pruned(result, tmp_path / "model.pruned50.pt")
+    loaded = load_checkpoint(tmp_path / "model.pruned50.pt")
+    assert channel_summary(loaded) == channel_summary(result.model)
+    with torch.no_grad():
+        assert torch.equal(loaded(images), result.model(images))
+
+
+def test_load_pruned_refuses_a_state_that_does_not_fit() -> None:
+    state = ShapesYOLO(SMALL).state_dict()
+    state["box.weight"] = torch.zeros(4, 3, 1, 1)  # 3 in-channels, the branch gives 16
+    with pytest.raises(ValueError, match="do not fit together"):
+        load_pruned(SMALL, state)
+
+
+@pytest.mark.parametrize("ratio", [0.0, -0.5, 0.95, float("nan")])
+def test_ratios_out_of_range_are_refused(ratio: float) -> None:
+    with pytest.raises(ValueError, match="ratio"):
+        ratio_checked(ratio)
+    if np.isfinite(ratio):
+        with pytest.raises(ValueError, match="ratio"):
+            PruneConfig(ratio=ratio)
