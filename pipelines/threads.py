@@ -5,15 +5,23 @@ meet at a barrier after every operator: when a decoder thread takes one of "its"
 whole operator waits for the preempted thread. So giving ONNX Runtime every core pays only when
 inference so dominates the work that the decoders rarely run; when their costs are comparable,
 a core kept for decoding and preprocessing lets the two overlap, which is the point of a
-pipeline. Measured on the 2-core machine (docs/BENCHMARKS.md): a pruned INT8 detector beside
-720p decoding ran 1.9x the sequential loop with 1 inference thread and 1.1x with 2; the FP32
-SSD, inference-bound, ran 35.6 fps with 2 threads and 30.4 with 1.
+pipeline. Measured on the 2-core machine (`vidpipe run build/demo/clip.mp4 --model
+models/zoo/shapes-yolo/<file> --infer-threads N`, 720p, two runs each, fps):
+
+| model | decode+prep / inference per frame | 1 thread | 2 threads |
+|---|---|---|---|
+| shapes-yolo FP32 | 9.3 / 16.1 ms (0.58) | 52.3, 49.2 | 56.4, 58.8 |
+| shapes-yolo INT8 | 9.7 / 13.3 ms (0.73) | 72.1, 72.3 | 78.6, 71.9 |
+| shapes-yolo pruned 50% | 6.4 / 3.7 ms (1.73) | 82.4, 85.5 | 80.3, 79.9 |
+
+and the SSD person model (about 0.4) ran 30.4 fps on 1 thread, 35.6 on 2. So a core is kept
+for feeding only when feeding costs at least as much as inference (``COMPARABLE``).
 
 ``measure_costs`` times, before the pipeline starts: inference per frame on one thread (a
 blank image, median of a few calls) and decoding plus preprocessing
 per frame of each file source (its first frames, in a separate reader). ``plan_threads``
 then keeps ``cores - 1`` inference threads (at least one) whenever decoding and
-preprocessing cost at least ``COMPARABLE`` of inference per frame, all cores otherwise.
+preprocessing cost at least ``COMPARABLE`` times inference per frame, all cores otherwise.
 Live sources cannot be read ahead; without their decode cost the plan keeps a core for them.
 """
 
@@ -37,7 +45,7 @@ from pipelines.preprocess.opencv import OpenCVPreprocessor
 
 log = logging.getLogger(__name__)
 
-COMPARABLE = 0.25  # decode + preprocess / inference per frame from which a core is kept
+COMPARABLE = 1.0  # decode + preprocess / inference per frame from which a core is kept
 PROBE_FRAMES = 8
 
 
@@ -106,6 +114,6 @@ def plan_threads(costs: StageCosts | None, cores: int, *, infer_threads: int | N
     measured = (f"decode+preprocess {costs.feed_ms:.1f} ms/frame, inference "
                 f"{costs.infer_ms:.1f} ms/frame on 1 thread")
     if share >= COMPARABLE:
-        return ThreadPlan(cores - 1, decode, f"{measured}: comparable, so {cores - 1} of "
-                          f"{cores} cores to inference, one to decoding")
+        return ThreadPlan(cores - 1, decode, f"{measured}: feeding costs as much, so "
+                          f"{cores - 1} of {cores} cores to inference, one to decoding")
     return ThreadPlan(cores, decode, f"{measured}: inference-bound, all {cores} cores to it")

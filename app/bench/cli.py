@@ -61,8 +61,7 @@ def bench(
 
         report["compare"] = compare(clip, variants, options, reps=reps, frame_limit=frames,
                                     progress=advance)
-        leanest = [k for k in variants if k.startswith("pruned") and k.endswith("+int8")]
-        path, spec = variants[leanest[0] if leanest else "fp32"]
+        path, spec = variants[leanest(list(variants))]
         report["scaling_model"] = path.name
         report["scaling"] = scaling(clip, path, spec, options, streams=stream_counts,
                                     frame_limit=frames, progress=advance)
@@ -78,6 +77,16 @@ def bench(
     (out / "bench.json").write_text(json.dumps(report, indent=2, default=str))
     console.print(f"wrote {out / 'bench.json'}")
     return report
+
+
+def leanest(labels: list[str]) -> str:
+    """The most optimised variant found: pruned + INT8, else pruned, else INT8, else FP32."""
+    for wanted in (lambda k: k.startswith("pruned") and k.endswith("+int8"),
+                   lambda k: k.startswith("pruned"), lambda k: k == "int8"):
+        found = [k for k in labels if wanted(k)]
+        if found:
+            return found[0]
+    return "fp32"
 
 
 def profile(console: Console, sources: list[Path], model: str | None, seconds: float,

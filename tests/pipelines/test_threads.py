@@ -1,0 +1,46 @@
+"""The CPU thread plan: from measured costs, a core is kept for feeding only when it is the
+heavier side; given thread counts always win; the probes measure something real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.data import make_clip
+from models.spec import InputSpec
+from models.zoo import resolve_model
+from pipelines.threads import StageCosts, measure_feed_ms, measure_infer_ms, plan_threads
+
+
+@pytest.mark.parametrize("costs, cores, infer, words", [
+    (StageCosts(16.1, 9.3), 2, 2, "inference-bound"),  # shapes-yolo FP32 on 720p
+    (StageCosts(3.7, 6.4), 2, 1, "feeding costs as much"),  # its pruned variant
+    (StageCosts(3.7, 6.4), 8, 7, "7 of 8"),
+    (StageCosts(5.0, None), 2, 1, "live source"),
+    (StageCosts(5.0, 9.0), 1, 1, "1 core"),
+    (None, 4, 4, "not measured"),
+])
+def test_plan_follows_the_measured_costs(costs, cores, infer, words) -> None:
+    plan = plan_threads(costs, cores)
+    assert plan.infer == infer and plan.decode == 1 and words in plan.reason
+
+
+def test_given_threads_win() -> None:
+    plan = plan_threads(StageCosts(3.7, 6.4), 2, infer_threads=2, decode_threads=3)
+    assert (plan.infer, plan.decode, plan.reason) == (2, 3, "given")
+
+
+def test_probes_time_the_model_and_the_clip(tmp_path: Path) -> None:
+    path, spec = resolve_model("shapes-yolo")
+    clip = make_clip(tmp_path / "c.mp4", seed=1, frames=10, size=(320, 192))
+    infer = measure_infer_ms(path, (3, spec.input.height, spec.input.width))
+    feed = measure_feed_ms(clip, spec.input)
+    assert infer > 0 and feed is not None and feed > 0
+
+
+def test_an_unreadable_file_has_no_feed_cost(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"\0" * 100)
+    spec = InputSpec(width=64, height=64)
+    assert measure_feed_ms(junk, spec) is None
