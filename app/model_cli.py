@@ -49,7 +49,8 @@ console = Console(stderr=True)
 log = logging.getLogger("vidpipe")
 model = typer.Typer(
     name="model", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
-    help="Train the shapes detector, make labelled clips, and score models on them.",
+    help="Train the shapes detector, make labelled clips, score models on them, and make "
+    "them fast: prune, quantize to INT8, build TensorRT engines.",
 )
 DEFAULTS = TrainConfig()
 

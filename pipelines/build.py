@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from models.errors import ModelError
 from models.runtime.base import Backend
 from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.spec import ModelSpec
@@ -93,6 +94,19 @@ def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any]) -> 
     return StageCosts(infer_ms, feed)
 
 
+def probe_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any]) -> StageCosts | None:
+    """``measure_costs``, or None when the probe cannot run the model (a model that does not
+    match its card fails right after, in ``check_compatible``, with the message that says so)."""
+    try:
+        return measure_costs(model_path, spec, sources)
+    except ModelError:
+        raise
+    except Exception as e:  # ONNX Runtime raises its own untyped errors for a bad feed
+        log.warning("could not measure stage costs (%s); threads from the core count",
+                    str(e).splitlines()[0][:160])
+        return None
+
+
 def check_device(device: str) -> None:
     """A known device string, or DeviceError naming the allowed ones."""
     parse_device(device)
@@ -137,7 +151,7 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
             sources.append(open_source(location, sid))
             opened.append(sources[-1])
         cores = os.cpu_count() or 1
-        costs = (measure_costs(model_path, spec, sources)
+        costs = (probe_costs(model_path, spec, sources)
                  if options.infer_threads is None and cores > 1 else None)
         plan = choose_threads(options, cores, costs)
         log.info("threads: inference %d, decode %d per stream (%s)", plan.infer, plan.decode,

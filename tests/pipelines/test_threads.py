@@ -44,3 +44,14 @@ def test_an_unreadable_file_has_no_feed_cost(tmp_path: Path) -> None:
     junk.write_bytes(b"\0" * 100)
     spec = InputSpec(width=64, height=64)
     assert measure_feed_ms(junk, spec) is None
+
+
+def test_a_probe_that_cannot_run_the_model_leaves_the_error_to_the_model_check(
+        tmp_path: Path) -> None:
+    from pipelines.build import probe_costs
+
+    path, spec = resolve_model("shapes-yolo")
+    wrong = spec.model_copy(update={"input": spec.input.model_copy(
+        update={"width": 300, "height": 300, "dtype": "uint8"})})
+    assert probe_costs(path, wrong, []) is None  # check_compatible then names the mismatch
+    assert probe_costs(path, spec, []) is not None
