@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -40,7 +41,7 @@ from models.detector import ACTIVATIONS, count_parameters
 from models.errors import ModelError
 from models.evaluate import Accuracy
 from models.prune import ratio_checked
-from models.train import StepReport, TrainConfig
+from models.train import TrainConfig
 from models.zoo import read_graph, resolve_model, variant_label
 from pipelines.build import PipelineOptions
 from pipelines.errors import VidpipeError
@@ -105,19 +106,8 @@ def _train_and_score(config: TrainConfig, out: Path, name: str, eval_clips: int,
 
     run = TrainRun(config, out, name, console)
     with _train_progress() as progress:
-        scenes = progress.add_task("rendering scenes", total=None, loss=float("nan"))
-        task = progress.add_task("training", total=config.steps, loss=float("nan"),
-                                 start=False)
-
-        def rendered(done: int, total: int) -> None:
-            progress.update(scenes, completed=done, total=total)
-            if done == total:
-                progress.start_task(task)
-
-        def show(report: StepReport) -> None:
-            progress.update(task, completed=report.step, loss=report.loss)
-
-        result = run.train(show, rendered)
+        rendered, step = _render_then_steps(progress, "training", config.steps)
+        result = run.train(lambda r: step(r.step, r.loss), rendered)
     console.print(f"trained {result.steps_done} steps in {result.wall_s / 60:.1f} min "
                   f"(CPU {result.cpu_s / 60:.1f} min; {count_parameters(result.model):,} "
                   f"parameters)"
@@ -135,6 +125,24 @@ def _train_and_score(config: TrainConfig, out: Path, name: str, eval_clips: int,
             print_scores(scores)
     for path in run.finish(result, scores):
         console.print(f"wrote {path}")
+
+
+def _render_then_steps(progress: Progress, title: str, steps: int,
+                       ) -> tuple[Callable[[int, int], None], Callable[[int, float], None]]:
+    """Two bars: scenes rendered, then ``steps`` optimiser steps (started once rendering is
+    done, so its ETA counts steps only); returns the callbacks that move them."""
+    scenes = progress.add_task("rendering scenes", total=None, loss=float("nan"))
+    task = progress.add_task(title, total=steps, loss=float("nan"), start=False)
+
+    def rendered(done: int, total: int) -> None:
+        progress.update(scenes, completed=done, total=total)
+        if done == total:
+            progress.start_task(task)
+
+    def step(done: int, loss: float) -> None:
+        progress.update(task, completed=done, loss=loss)
+
+    return rendered, step
 
 
 def _train_progress() -> Progress:
@@ -230,6 +238,12 @@ def print_scores(scores: ClipScores) -> None:
 
 # -- prune, quantize, optimize, build-engine -------------------------------------------------
 
+CalibVideo = Annotated[Path, typer.Option(
+    "--calib", help="Video whose frames calibrate INT8 (the user's own footage).")]
+ScoringClips = Annotated[list[Path] | None, typer.Option(
+    "--video", help="Clip(s) every variant is scored on (labels beside them: mAP; none: "
+    "agreement with FP32). Default: held-out clips beside the model, else --calib.")]
+
 def _checkpoint_beside(model_path: Path) -> Path:
     """The trained weights (model.pt) of an FP32 ONNX model, which pruning needs."""
     if variant_label(model_path) is not None:
@@ -276,29 +290,27 @@ def _scorer(spec: Any, model_path: Path, videos: list[Path] | None, fallback: Pa
     return Scorer(spec, clips, out, model_path)
 
 
-def _prune_one(model_path: Path, ratio: float, prune_steps: int | None) -> tuple[Path, Any]:
-    from models.prune import PruneConfig, channel_summary, prune, save_pruned
+def _load_network(model_path: Path) -> Any:
+    """The trained torch network beside an FP32 ONNX model (model.pt)."""
     from models.train import load_checkpoint
 
     try:
-        network = load_checkpoint(_checkpoint_beside(model_path))
+        return load_checkpoint(_checkpoint_beside(model_path))
     except ValueError as e:
         _fail(str(e))
+
+
+def _prune_one(model_path: Path, network: Any, ratio: float,
+               prune_steps: int | None) -> tuple[Path, Any]:
+    from models.prune import PruneConfig, channel_summary, prune, save_pruned
+
     config = PruneConfig(ratio=ratio, **({"final_steps": prune_steps,
                                           "round_steps": prune_steps // 8}
                                          if prune_steps else {}))
     with _train_progress() as progress:
-        scenes = progress.add_task("rendering scenes", total=None, loss=float("nan"))
-        task = progress.add_task(f"pruning {ratio:.0%} + fine-tuning", total=config.total_steps,
-                                 loss=float("nan"), start=False)
-
-        def rendered(done: int, total: int) -> None:
-            progress.update(scenes, completed=done, total=total)
-            if done == total:
-                progress.start_task(task)
-
-        result = prune(network, config, lambda r: progress.update(task, completed=r.step,
-                                                                   loss=r.loss), rendered)
+        rendered, step = _render_then_steps(progress, f"pruning {ratio:.0%} + fine-tuning",
+                                            config.total_steps)
+        result = prune(network, config, lambda r: step(r.step, r.loss), rendered)
     from app.model_optimize import export_pruned
 
     path = export_pruned(result.model, model_path.parent, ratio)
@@ -328,19 +340,15 @@ def prune(
     them; writes model.prunedNN.onnx and .pt beside the model."""
     _ratios(str(ratio))
     model_path, _ = _resolve(model_name)
-    _prune_one(model_path, ratio, steps)
+    _prune_one(model_path, _load_network(model_path), ratio, steps)
 
 
 @model.command()
 def quantize(
     model_name: Annotated[str, typer.Argument(
         metavar="MODEL", help="Zoo name, folder with card.yaml, or .onnx with a card beside it.")],
-    calib: Annotated[Path, typer.Option(
-        "--calib", help="Video whose frames calibrate the activation ranges.")],
-    video: Annotated[list[Path] | None, typer.Option(
-        "--video", help="Clip(s) to score the candidates on (labels beside them: mAP; "
-        "none: agreement with the FP32 model). Default: held-out clips beside the model, "
-        "else --calib.")] = None,
+    calib: CalibVideo,
+    video: ScoringClips = None,
     method: Annotated[str, typer.Option(
         "--method", help=f"all, or one of {', '.join(('minmax', 'entropy', 'percentile'))}.")]
     = "all",
@@ -374,12 +382,8 @@ def quantize(
 def optimize(
     model_name: Annotated[str, typer.Argument(
         metavar="MODEL", help="A trained model folder (card.yaml, model.onnx, model.pt).")],
-    calib: Annotated[Path, typer.Option(
-        "--calib", help="Video whose frames calibrate INT8 (the user's own footage).")],
-    video: Annotated[list[Path] | None, typer.Option(
-        "--video", help="Clip(s) every variant is scored on (labels beside them: mAP; none: "
-        "agreement with FP32). Default: held-out clips beside the model, else --calib.")]
-    = None,
+    calib: CalibVideo,
+    video: ScoringClips = None,
     ratio: Annotated[str, typer.Option(
         "--ratio", help="Pruning ratio(s), comma-separated.")] = "0.5,0.7",
     max_loss: Annotated[float, typer.Option(
@@ -404,20 +408,15 @@ def optimize(
     )
     from models.prune import count_macs
     from models.quantize import METHODS
-    from models.train import load_checkpoint
 
     ratios = _ratios(ratio)
     if max_loss < 0:
         _fail(f"--max-loss must be >= 0, got {max_loss:g}")
     model_path, spec = _resolve(model_name)
-    checkpoint = _checkpoint_beside(model_path)
+    network = _load_network(model_path)
     try:
         calibration = calibration_frames(calib, spec.input)  # fail before the long work
     except CalibrationError as e:
-        _fail(str(e))
-    try:
-        network = load_checkpoint(checkpoint)
-    except ValueError as e:
         _fail(str(e))
     rows: list[VariantRow] = []
     methods: dict[str, Any] = {}
@@ -441,7 +440,7 @@ def optimize(
                            **{m: {"failed": why} for m, why in failed.items()}}
         measure("int8", int8, network, tried[best])
         for r in ratios:
-            pruned_path, result = _prune_one(model_path, r, prune_steps)
+            pruned_path, result = _prune_one(model_path, network, r, prune_steps)
             label = f"pruned{round(r * 100)}"
             with RunProgress(console, f"scoring {label}") as progress:
                 scorer.on_progress = progress.update

@@ -114,6 +114,7 @@ def prune(model: ShapesYOLO, config: PruneConfig,
     done = 0
     for round_index in range(config.rounds):
         pruner.step()
+        parameters = count_parameters(model)  # changes only here, at a pruning round
         last = round_index == config.rounds - 1
         steps = config.final_steps if last else config.round_steps
         model.train()
@@ -127,7 +128,6 @@ def prune(model: ShapesYOLO, config: PruneConfig,
             if average is not None:
                 average.update(model)
             done += 1
-            parameters = count_parameters(model)
             if done % 10 == 0 or done == config.total_steps:
                 history.append({"step": done, "round": round_index + 1,
                                 "loss": round(loss, 4), "parameters": parameters,
