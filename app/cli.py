@@ -96,9 +96,11 @@ def run(
     metrics_port: Annotated[int | None, typer.Option(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
     infer_threads: Annotated[int | None, typer.Option(
-        "--infer-threads", help="ONNX Runtime threads (default: every core).")] = None,
+        "--infer-threads", help="ONNX Runtime threads (default: chosen from the measured cost "
+        "of decoding vs inference, logged).")] = None,
     decode_threads: Annotated[int | None, typer.Option(
-        "--decode-threads", help="FFmpeg threads per stream (default 1; 0 = FFmpeg's choice).")]
+        "--decode-threads", help="FFmpeg threads per stream (default: 1, or cores / files when "
+        "decoding costs more than inference; 0 = FFmpeg's choice).")]
     = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
@@ -192,7 +194,8 @@ def profile(
     seconds: Annotated[float, typer.Option("--seconds", help="How long to run.")] = 10.0,
     batch_size: BatchOpt = 4,
     infer_threads: Annotated[int | None, typer.Option(
-        "--infer-threads", help="ONNX Runtime threads (default: every core).")] = None,
+        "--infer-threads", help="ONNX Runtime threads (default: chosen from the measured cost "
+        "of decoding vs inference, logged).")] = None,
 ) -> None:
     """Run briefly and name the bottleneck: each stage's busy fraction and time per frame,
     queue occupancy, the ceiling (the slowest stage's rate), the efficiency reached, and what

@@ -304,9 +304,8 @@ def _prune_one(model_path: Path, network: Any, ratio: float,
                prune_steps: int | None) -> tuple[Path, Any]:
     from models.prune import PruneConfig, channel_summary, prune, save_pruned
 
-    config = PruneConfig(ratio=ratio, **({"final_steps": prune_steps,
-                                          "round_steps": prune_steps // 8}
-                                         if prune_steps else {}))
+    config = PruneConfig(ratio=ratio) if not prune_steps else PruneConfig(
+        ratio=ratio, final_steps=prune_steps, round_steps=prune_steps // 8)
     with _train_progress() as progress:
         rendered, step = _render_then_steps(progress, f"pruning {ratio:.0%} + fine-tuning",
                                             config.total_steps)
@@ -402,7 +401,7 @@ def optimize(
         VariantRow,
         apply_gate,
         calibration_frames,
-        latency,
+        measure_latencies,
         quantize_best,
         write_report,
     )
@@ -423,34 +422,36 @@ def optimize(
     try:
         scorer = _scorer(spec, model_path, video, calib, out)
 
-        def measure(label: str, path: Path, torch_model: Any, scores: ClipScores) -> None:
-            one, two = latency(path)
+        def record(label: str, path: Path, torch_model: Any, scores: ClipScores) -> None:
             rows.append(VariantRow(label, path.name, count_parameters(torch_model),
-                                   round(2 * count_macs(torch_model) / 1e9, 3), one, two,
+                                   round(2 * count_macs(torch_model) / 1e9, 3),
                                    scores.overall))
 
         with RunProgress(console, "scoring fp32") as progress:
             scorer.on_progress = progress.update
-            measure("fp32", model_path, network, scorer.score(model_path, "fp32"))
+            record("fp32", model_path, network, scorer.score(model_path, "fp32"))
         with RunProgress(console, "quantizing fp32") as progress:
             scorer.on_progress = progress.update
             int8, best, tried, failed = quantize_best(model_path, calibration, scorer,
                                                       METHODS, console.print)
         methods["fp32"] = {**{m: s.overall.as_dict() for m, s in tried.items()},
                            **{m: {"failed": why} for m, why in failed.items()}}
-        measure("int8", int8, network, tried[best])
+        record("int8", int8, network, tried[best])
         for r in ratios:
             pruned_path, result = _prune_one(model_path, network, r, prune_steps)
             label = f"pruned{round(r * 100)}"
             with RunProgress(console, f"scoring {label}") as progress:
                 scorer.on_progress = progress.update
-                measure(label, pruned_path, result.model, scorer.score(pruned_path, label))
+                record(label, pruned_path, result.model, scorer.score(pruned_path, label))
             with RunProgress(console, f"quantizing {label}") as progress:
                 scorer.on_progress = progress.update
                 q_path, q_best, q_tried, _ = quantize_best(pruned_path, calibration,
                                                            scorer, [best], console.print)
             methods[label] = {m: s.overall.as_dict() for m, s in q_tried.items()}
-            measure(f"{label}+int8", q_path, result.model, q_tried[q_best])
+            record(f"{label}+int8", q_path, result.model, q_tried[q_best])
+        console.print(f"timing {len(rows)} variants side by side (ONNX Runtime, 1 and 2 "
+                      f"threads)")
+        measure_latencies(rows, model_path.parent)
     except (VidpipeError, ModelError, LabelsError, CalibrationError) as e:
         _fail(str(e))
     apply_gate(rows, max_loss)
@@ -460,9 +461,11 @@ def optimize(
         "clips": [str(c) for c in scorer.clips], "calibration": str(calib),
         "calibration_method": best, "calibration_methods": methods, "max_loss": max_loss})
     console.print(f"wrote {report}")
+    shown_calib = calib.name if calib.is_absolute() else str(calib)
+    flags = f" --ratio {ratio}" + (f" --prune-steps {prune_steps}" if prune_steps else "")
     card = record_variants(model_path.parent / "card.yaml", rows, scorer.kind,
-                           [c.name for c in scorer.clips], best,
-                           calib.name if calib.is_absolute() else str(calib), max_loss)
+                           [c.name for c in scorer.clips], best, shown_calib, max_loss,
+                           flags)
     console.print(f"wrote the kept variants' figures into {card}")
     refused = [r for r in rows if r.refused]
     for row in refused:
@@ -477,7 +480,7 @@ def optimize(
 
 
 def record_variants(card_path: Path, rows: list[Any], kind: str, clips: list[str],
-                    method: str, calib: str, max_loss: float) -> Path:
+                    method: str, calib: str, max_loss: float, flags: str = "") -> Path:
     """Write the measured table of the kept variants under ``measured.variants`` in the card."""
     from models.export import write_card
     from models.spec import load_card
@@ -487,8 +490,10 @@ def record_variants(card_path: Path, rows: list[Any], kind: str, clips: list[str
     measured["variants"] = {
         "scored_by": kind, "clips": clips, "calibration": f"{method} on {calib}",
         "max_loss_points": max_loss,
-        "latency": "ONNX Runtime median per image, batch 1, on the machine in training.machine",
-        "command": f"vidpipe model optimize {card_path.parent} --calib {calib}",
+        "latency": "ONNX Runtime median per image, batch 1, all variants side by side, on "
+                   "the machine in training.machine",
+        "command": f"vidpipe model optimize {card_path.parent} --calib {calib}{flags} "
+                   f"--max-loss {max_loss:g}",
         "rows": {r.label: {"file": r.file, "parameters": r.parameters, "gflops": r.gflops,
                            "ms_1_thread": r.latency_ms, "ms_2_threads": r.latency_2t_ms,
                            "speedup": r.speedup, "mAP@0.5": round(r.accuracy.map50, 4),

@@ -29,7 +29,7 @@ from app.model_eval import ClipScores, reference_truth, score_against, score_cli
 from models.data import boxes_path
 from models.errors import ModelError
 from models.evaluate import Accuracy, FrameTruth
-from models.export import export_onnx, measure_latency
+from models.export import compare_latency, export_onnx
 from models.quantize import METHODS, quantize_model
 from models.spec import InputSpec, ModelSpec
 from models.zoo import variant_file
@@ -106,9 +106,9 @@ class VariantRow:
     file: str
     parameters: int
     gflops: float  # per image at the model's input size (2 x multiply-adds)
-    latency_ms: float  # ONNX Runtime median, batch 1, 1 thread
-    latency_2t_ms: float  # the same with 2 threads
     accuracy: Accuracy
+    latency_ms: float = 0.0  # ONNX Runtime median, batch 1, 1 thread (measure_latencies)
+    latency_2t_ms: float = 0.0  # the same with 2 threads
     loss_points: float = 0.0  # (FP32 mAP@0.5 - this) x 100
     speedup: float = 1.0  # FP32 latency / this, 1 thread
     refused: bool = False
@@ -125,10 +125,15 @@ def int8_name(model: Path) -> str:
     return model.name[:-len(".onnx")] + ".int8.onnx"
 
 
-def latency(model: Path) -> tuple[float, float]:
-    one = measure_latency(model, batch=1, threads=1, runs=60)["median_ms"]
-    two = measure_latency(model, batch=1, threads=2, runs=60)["median_ms"]
-    return float(one), float(two)
+def measure_latencies(rows: list[VariantRow], folder: Path) -> list[VariantRow]:
+    """Fill every row's ONNX Runtime latency (1 and 2 threads), all variants side by side
+    in one interleaved measurement (``models.export.compare_latency``), so their speed-ups
+    are ratios taken at the same moment, not times from minutes apart."""
+    paths = [folder / r.file for r in rows]
+    for threads, field_name in ((1, "latency_ms"), (2, "latency_2t_ms")):
+        for row, ms in zip(rows, compare_latency(paths, threads=threads), strict=True):
+            setattr(row, field_name, ms)
+    return rows
 
 
 def quantize_best(model: Path, frames: np.ndarray, scorer: Scorer, methods: Sequence[str],
@@ -181,5 +186,5 @@ def write_report(path: Path, rows: list[VariantRow], extra: dict[str, Any]) -> P
 
 
 __all__ = ["METHODS", "CalibrationError", "Scorer", "VariantRow", "apply_gate",
-           "calibration_frames", "export_pruned", "int8_name", "latency", "quantize_best",
+           "calibration_frames", "export_pruned", "int8_name", "measure_latencies", "quantize_best",
            "write_report"]

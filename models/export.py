@@ -117,3 +117,33 @@ def measure_latency(onnx_path: Path, *, batch: int = 1, threads: int = 2, runs: 
     return {"median_ms": round(statistics.median(times), 2),
             "p90_ms": round(times[int(0.9 * (len(times) - 1))], 2),
             "batch": batch, "threads": threads}
+
+
+def compare_latency(paths: list[Path], *, threads: int, rounds: int = 12, calls: int = 8,
+                    warmup: int = 10) -> list[float]:
+    """Median ms per call of each model, batch 1, measured side by side: every session is
+    open at once and the rounds interleave them (A B C A B C ...), so a neighbour's load or
+    a clock change on a shared machine falls on all of them alike and their ratios hold even
+    when the absolute times drift."""
+    backends: list[OnnxRuntimeBackend] = []
+    try:
+        for path in paths:  # opened one by one: a bad file closes the ones already open
+            backends.append(OnnxRuntimeBackend(path, threads=threads))
+        feeds = []
+        for backend in backends:
+            info = backend.inputs[0]
+            shape = [1 if d is None else d for d in info.shape]
+            feeds.append({info.name: np.random.default_rng(0).random(shape, dtype=np.float32)})
+            for _ in range(warmup):
+                backend.infer(feeds[-1])
+        times: list[list[float]] = [[] for _ in paths]
+        for _ in range(rounds):
+            for backend, feed, spent in zip(backends, feeds, times, strict=True):
+                for _ in range(calls):
+                    start = time.perf_counter()
+                    backend.infer(feed)
+                    spent.append((time.perf_counter() - start) * 1e3)
+    finally:
+        for backend in backends:
+            backend.close()
+    return [round(statistics.median(t), 2) for t in times]

@@ -31,6 +31,7 @@ from models.detector import STRIDE, HeadOutputs, distances
 
 CENTRE_RADIUS = 2.0  # cells
 BOX_WEIGHT, L1_WEIGHT, OBJECT_WEIGHT, CLASS_WEIGHT = 2.0, 0.2, 1.0, 1.0
+DISTILL_WEIGHT = 1.0  # of ``distillation_loss`` against the ground-truth loss
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,3 +118,31 @@ def box_iou_giou(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.
     iou = inter / union
     hull = (torch.maximum(a[:, 2:], b[:, 2:]) - torch.minimum(a[:, :2], b[:, :2])).prod(1)
     return iou, iou - (hull - union) / (hull + 1e-7)
+
+
+def distillation_loss(student: HeadOutputs, teacher: HeadOutputs,
+                      targets: Targets) -> tuple[torch.Tensor, dict[str, float]]:
+    """How far the student's raw outputs are from a teacher's on the same images (Hinton's
+    knowledge distillation, applied to the three head outputs), normalised like
+    ``detection_loss`` by the number of positives:
+
+    - objectness: BCE of the student's logits against the teacher's probabilities, on every
+      counted cell (the teacher's "maybe" on a half-hidden object is information the 0/1
+      labels do not carry);
+    - classes: KL divergence of the softmax distributions, weighted per cell by the teacher's
+      objectness (background cells' class outputs are never used);
+    - box sides: L1 in cells, weighted the same way.
+    """
+    count = targets.positive.sum().clamp(min=1).float()
+    weight = teacher.objectness.flatten(1).sigmoid()  # [B, N]
+    object_loss = (F.binary_cross_entropy_with_logits(
+        student.objectness.flatten(1), weight, reduction="none") * targets.counted).sum() / count
+    log_student = student.classes.flatten(2).log_softmax(1)
+    log_teacher = teacher.classes.flatten(2).log_softmax(1)
+    kl = (log_teacher.exp() * (log_teacher - log_student)).sum(1)  # [B, N]
+    class_loss = (kl * weight).sum() / count
+    sides = (distances(student.box.flatten(2)) - distances(teacher.box.flatten(2))).abs()
+    box_loss = (sides.sum(1) / STRIDE * weight).sum() / count
+    total = object_loss + class_loss + box_loss
+    return DISTILL_WEIGHT * total, {"kd_obj": object_loss.item(), "kd_cls": class_loss.item(),
+                                    "kd_box": box_loss.item()}

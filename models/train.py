@@ -40,7 +40,7 @@ from torch import nn
 from models.data import TRAIN_SIZE, TrainBatch, training_batch
 from models.detector import Activation, DetectorConfig, ShapesYOLO, make_grid
 from models.evaluate import Accuracy, FrameTruth, mean_average_precision
-from models.loss import assign, detection_loss
+from models.loss import assign, detection_loss, distillation_loss
 from models.scene import CLASSES
 
 
@@ -138,10 +138,20 @@ def train(config: TrainConfig, on_step: Callable[[StepReport], None] | None = No
 
 
 def _step(model: ShapesYOLO, optimiser: torch.optim.Optimizer, batch: TrainBatch,
-          grid: torch.Tensor) -> tuple[float, dict[str, float]]:
-    raw = model.features(images_to_tensor(batch.images))
+          grid: torch.Tensor, teacher: ShapesYOLO | None = None,
+          ) -> tuple[float, dict[str, float]]:
+    """One optimiser step on ``batch``; with a ``teacher``, its outputs on the same images
+    are a second target (``distillation_loss``)."""
+    images = images_to_tensor(batch.images)
+    raw = model.features(images)
     targets = assign(batch.boxes, batch.ignore, grid)
     loss, parts = detection_loss(raw, grid, targets)
+    if teacher is not None:
+        with torch.no_grad():
+            taught = teacher.features(images)
+        extra, extra_parts = distillation_loss(raw, taught, targets)
+        loss = loss + extra
+        parts = {**parts, **extra_parts}
     optimiser.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), 10.0)

@@ -91,7 +91,7 @@ def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any]) -> 
         path = getattr(source, "path", None)
         cost = None if source.live or path is None else measure_feed_ms(path, spec.input)
         feed = None if cost is None or feed is None else feed + cost
-    return StageCosts(infer_ms, feed)
+    return StageCosts(infer_ms, feed, max(1, len(sources)))
 
 
 def probe_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any]) -> StageCosts | None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from models.runtime.base import Backend
 from pipelines.channel import Channel
 from pipelines.errors import ChannelClosed
@@ -49,12 +47,10 @@ class InferStage(Stage):
                     self.metrics.observe_wait(self.name, waited)
                 if not fresh:
                     continue
-                batch = Batch.concat(fresh)
-                self.metrics.observe_batch(len(batch))
-                outputs, seconds = await self.call(self._infer, batch)
+                self.metrics.observe_batch(sum(len(b) for b in fresh))
+                batch, seconds = await self.call(self._infer, fresh)
                 for frame in batch.frames:
                     frame.timings["infer"] = seconds
-                batch.outputs = outputs
                 await self.output.put(batch)
         finally:
             self.output.close()
@@ -71,8 +67,12 @@ class InferStage(Stage):
                 fresh.append(item)
         return fresh
 
-    def _infer(self, batch: Batch) -> dict[str, np.ndarray]:
-        return self.backend.infer({self.input_name: batch.tensor.numpy()})
+    def _infer(self, batches: list[Batch]) -> Batch:
+        """Join the batches and run them, on the worker thread: the copy of the join is work,
+        not something for the event loop to do between hand-overs."""
+        batch = Batch.concat(batches)
+        batch.outputs = self.backend.infer({self.input_name: batch.tensor.numpy()})
+        return batch
 
     def close(self) -> None:
         super().close()

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from app.bench.alone import StagesAlone, measure_alone
 from app.bench.handloop import measure_hand_loop
 from app.bench.measure import CORES, LatencySink, Measurement, measure_pipeline
 from models.spec import ModelSpec
@@ -39,6 +40,7 @@ def compare(clip: Path, variants: dict[str, tuple[Path, ModelSpec]], options: Pi
             progress: Any = None) -> list[dict[str, Any]]:
     """Per model variant: the hand loop (best of 1 thread and all cores) and vidpipe."""
     runs: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
+    alone: dict[str, list[StagesAlone]] = defaultdict(list)
     thread_counts = sorted({1, CORES})
     options = replace(options, frame_limit=frame_limit)
     for _ in range(reps):
@@ -48,14 +50,21 @@ def compare(clip: Path, variants: dict[str, tuple[Path, ModelSpec]], options: Pi
                 runs[(label, name)].append(measure_hand_loop(
                     name, clip, path, spec, threads=threads, frame_limit=frame_limit))
                 _advance(progress)
-            runs[(label, "vidpipe")].append(
-                measure_pipeline("vidpipe", [clip], path, spec, options))
+            ours = measure_pipeline("vidpipe", [clip], path, spec, options)
+            runs[(label, "vidpipe")].append(ours)
+            plan = ours.threads or {"decode": 1, "infer": CORES}
+            alone[label].append(measure_alone(
+                clip, path, spec, decode_threads=plan["decode"], infer_threads=plan["infer"],
+                batch_size=options.batch_size, frame_limit=frame_limit))
             _advance(progress)
-    return _compare_rows(variants, runs)
+    return _compare_rows(variants, runs, alone)
 
 
 def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
-                  runs: dict[tuple[str, str], list[Measurement]]) -> list[dict[str, Any]]:
+                  runs: dict[tuple[str, str], list[Measurement]],
+                  alone: dict[str, list[StagesAlone]]) -> list[dict[str, Any]]:
+    """Rows of the hand loop (its faster thread setting) and vidpipe per variant; vidpipe's
+    carries its stages' rates alone (median over reps) and its efficiency against the slower."""
     rows = []
     baseline_fp32 = None
     for label in variants:
@@ -67,6 +76,12 @@ def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
             row = _row(m) | {"model": label, "reps": len(runs[(label, "vidpipe")])}
             row["ratio_to_hand_loop"] = m.fps / hand.fps
             row["ratio_to_fp32_hand_loop"] = m.fps / baseline_fp32.fps
+            if m is ours and alone.get(label):
+                stages = alone[label]
+                feed = float(np.median([a.feed_fps for a in stages]))
+                infer = float(np.median([a.infer_fps for a in stages]))
+                row["alone"] = stages[0].as_dict() | {"feed_fps": feed, "infer_fps": infer}
+                row["efficiency"] = m.fps / min(feed, infer)
             rows.append(row)
     return rows
 

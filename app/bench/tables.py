@@ -24,17 +24,22 @@ def _busy(row: dict[str, Any]) -> str:
 def compare_table(rows: list[dict[str, Any]]) -> Table:
     table = _table("Hand loop vs vidpipe (median of reps)",
                    ["model", "runner", "fps", "p50 ms", "p99 ms", "cpu", "busy %", "x hand",
-                    "x fp32"])
+                    "x fp32", "alone f / i", "eff."])
     table.caption = ("busy %: d decode, p preprocess, i infer; x hand: fps over the hand loop "
                      "with the same model (its faster thread setting); x fp32: over the FP32 "
-                     "hand loop; vidpipe Nt: the inference threads it chose (bench.json: why)")
+                     "hand loop; vidpipe Nt: the inference threads it chose (bench.json: why); "
+                     "alone f / i: fps of decode+preprocess and of inference each run alone "
+                     "with vidpipe's threads; eff.: fps over the slower of the two")
     for r in rows:
         runner = r["variant"].replace("hand loop, ", "hand ").replace(" threads", "t")
         if r.get("threads"):
             runner += f" {r['threads']['infer']}t"
         table.add_row(r["model"], runner.replace(" thread", "t"), f"{r['fps']:.1f}",
                       f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}", f"{r['cpu_util']:.0%}", _busy(r),
-                      f"{r['ratio_to_hand_loop']:.2f}", f"{r['ratio_to_fp32_hand_loop']:.2f}")
+                      f"{r['ratio_to_hand_loop']:.2f}", f"{r['ratio_to_fp32_hand_loop']:.2f}",
+                      f"{r['alone']['feed_fps']:.0f} / {r['alone']['infer_fps']:.0f}"
+                      if "alone" in r else "", f"{r['efficiency']:.2f}" if "efficiency" in r
+                      else "")
     return table
 
 

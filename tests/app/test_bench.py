@@ -16,6 +16,9 @@ def test_bench_quick_compares_the_hand_loop_with_vidpipe_and_scales(small_clip, 
     assert hand["ratio_to_hand_loop"] == 1.0
     assert ours["ratio_to_hand_loop"] == ours["fps"] / hand["fps"]
     assert hand["frames"] == ours["frames"] == 30
+    assert "alone" not in hand and ours["alone"]["infer_threads"] == ours["threads"]["infer"]
+    slowest = min(ours["alone"]["feed_fps"], ours["alone"]["infer_fps"])
+    assert ours["efficiency"] == ours["fps"] / slowest
     assert [r["streams"] for r in report["scaling"]] == [1, 2]
     assert report["scaling"][1]["frames"] == 60
     live = report["live"]
@@ -35,3 +38,17 @@ def test_bench_refuses_bad_stream_counts(small_clip):
     code, output = vidpipe("bench", "--source", small_clip, "--streams", "0,x")
     assert code == 2
     assert "1,2,4,8" in output
+
+
+def test_stages_alone_decode_the_clip_and_infer_as_many_frames(small_clip):
+    from pathlib import Path
+
+    from app.bench.alone import measure_alone
+    from models.zoo import resolve_model
+
+    path, spec = resolve_model("shapes-yolo")
+    alone = measure_alone(Path(small_clip), path, spec, decode_threads=1, infer_threads=1,
+                          batch_size=3, frame_limit=7)
+    assert alone.feed_fps > 0 and alone.infer_fps > 0
+    assert alone.slowest_fps == min(alone.feed_fps, alone.infer_fps)
+    assert alone.as_dict()["batch_size"] == 3

@@ -12,8 +12,8 @@ from models.zoo import variant_file, variant_label
 
 
 def row(label: str, map50: float, ms: float) -> VariantRow:
-    return VariantRow(label, f"{label}.onnx", 1000, 1.0, ms, ms, Accuracy(map50, map50 / 2, {},
-                                                                          10, 20, 30))
+    return VariantRow(label, f"{label}.onnx", 1000, 1.0, Accuracy(map50, map50 / 2, {}, 10, 20,
+                                                                  30), ms, ms)
 
 
 def test_loss_and_speedup_are_against_fp32_and_only_the_costly_are_refused() -> None:

@@ -9,8 +9,15 @@ import pytest
 import torch
 
 from models.detector import DetectorConfig, ShapesYOLO
-from models.export import card_spec, export_onnx, max_difference, measure_latency, write_card
-from models.runtime.onnxruntime import OnnxRuntimeBackend
+from models.export import (
+    card_spec,
+    compare_latency,
+    export_onnx,
+    max_difference,
+    measure_latency,
+    write_card,
+)
+from models.runtime.onnxruntime import ModelLoadError, OnnxRuntimeBackend
 from models.spec import load_card
 from models.zoo import check_compatible, resolve_model
 
@@ -85,3 +92,13 @@ def test_latency_is_measured_per_call(exported) -> None:
     _, path = exported
     latency = measure_latency(path, runs=3, warmup=1)
     assert latency["median_ms"] > 0 and latency["batch"] == 1
+
+
+def test_latencies_side_by_side_come_one_per_model_in_order(exported, tmp_path: Path) -> None:
+    _, path = exported
+    other = tmp_path / "again.onnx"
+    other.write_bytes(path.read_bytes())
+    times = compare_latency([path, other, path], threads=1, rounds=2, calls=2, warmup=1)
+    assert len(times) == 3 and all(t > 0 for t in times)
+    with pytest.raises(ModelLoadError):
+        compare_latency([path, tmp_path / "missing.onnx"], threads=1, rounds=1, calls=1)

@@ -62,7 +62,7 @@ def test_quantized_graph_is_qdq_with_a_float_tail_and_close_outputs(fp32: Path, 
     by_name = {n.name: n for n in graph.graph.node}
     produced_by = {out: n for n in graph.graph.node for out in n.output}
     initial = {i.name: i for i in graph.graph.initializer}
-    float_convs = (*HEAD_CONVS, STEM) if target == "tensorrt" else HEAD_CONVS
+    float_convs = (*HEAD_CONVS, STEM)
     for name in float_convs:
         weight = by_name[name].input[1]
         assert weight in initial and initial[weight].data_type == onnx.TensorProto.FLOAT
@@ -70,9 +70,9 @@ def test_quantized_graph_is_qdq_with_a_float_tail_and_close_outputs(fp32: Path, 
     assert convs and all(produced_by[c.input[1]].op_type == "DequantizeLinear" for c in convs)
     quantized = [n for n in graph.graph.node if n.op_type == "QuantizeLinear"]
     points = [onnx.numpy_helper.to_array(initial[n.input[2]]) for n in quantized]
-    if target == "tensorrt":  # symmetric INT8 only, and the image reaches the stem as is
+    assert by_name[STEM].input[0] == "images"  # the image reaches the float stem as is
+    if target == "tensorrt":  # symmetric INT8 only
         assert all(z.dtype == np.int8 and not z.any() for z in points)
-        assert by_name[STEM].input[0] == "images"
     else:  # unsigned activations: ONNX Runtime's fast x86 path
         assert all(z.dtype == np.uint8 for z in points)
     expected, got = run(fp32, frames), run(int8, frames)
@@ -90,10 +90,10 @@ def test_the_float_tail_starts_at_the_three_head_convs(fp32: Path) -> None:
     assert not any(ops[n] == "Conv" for n in tail if n not in HEAD_CONVS)
 
 
-def test_float_nodes_are_the_tail_and_for_tensorrt_the_stem(fp32: Path) -> None:
+def test_float_nodes_are_the_stem_and_the_tail_for_both_targets(fp32: Path) -> None:
     graph = onnx.load(str(fp32))
-    assert set(float_nodes(graph)) == set(float_tail(graph))
-    assert set(float_nodes(graph, "tensorrt")) == set(float_tail(graph)) | {STEM}
+    assert set(float_nodes(graph)) == set(float_tail(graph)) | {STEM}
+    assert set(float_nodes(graph, "tensorrt")) == set(float_nodes(graph))
     with pytest.raises(ValueError, match="target"):
         float_nodes(graph, "openvino")
 

@@ -10,7 +10,7 @@ import torch
 
 from models.data import training_batch
 from models.detector import DetectorConfig, HeadOutputs, ShapesYOLO, make_grid
-from models.loss import assign, detection_loss
+from models.loss import assign, detection_loss, distillation_loss
 from models.scene import CLASSES
 from models.train import (
     TrainConfig,
@@ -117,3 +117,20 @@ def test_loss_is_near_zero_for_the_right_answer_and_high_for_a_wrong_one() -> No
     off = right._replace(box=torch.zeros(shape[:1] + (4, 4, 8)))
     for bad, part in ((wrong_class, "cls"), (missed, "obj"), (off, "box")):
         assert detection_loss(bad, grid, targets)[1][part] > 0.5, part
+
+
+def test_distillation_pulls_a_student_towards_its_teachers_outputs_only() -> None:
+    grid = make_grid(64, 32)
+    targets = assign([np.array([[8, 0, 40, 32, 1]], np.float32)], [np.zeros((0, 5))], grid)
+    torch.manual_seed(0)
+    shape = (1, -1, 4, 8)
+    teacher = HeadOutputs(torch.randn(1, 4, 4, 8), torch.randn(1, 1, 4, 8) * 3,
+                          torch.randn(1, 2, 4, 8) * 3)
+    same, parts = distillation_loss(teacher, teacher, targets)
+    assert parts["kd_cls"] < 1e-6 and parts["kd_box"] < 1e-6  # nothing to learn from itself
+    for name, part in (("box", "kd_box"), ("objectness", "kd_obj"), ("classes", "kd_cls")):
+        value = getattr(teacher, name)
+        student = teacher._replace(**{name: (-value if name != "box" else value + 2.0)
+                                      .view(shape)})
+        loss, moved = distillation_loss(student, teacher, targets)
+        assert moved[part] > parts[part] + 0.1 and loss > same, name

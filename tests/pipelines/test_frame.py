@@ -89,7 +89,7 @@ def test_batch_concat_joins_in_order() -> None:
     assert [(f.stream_id, f.index) for f in joined.frames] == [("a", 0), ("a", 1), ("b", 0)]
     assert joined.tensor[:, 0, 0, 0].tolist() == [1.0, 1.0, 2.0]
     assert joined.letterboxes == a.letterboxes + b.letterboxes
-    assert joined.outputs == {}
+    assert joined.outputs == {} and joined.tensor.dtype == a.tensor.dtype
 
 
 def test_batch_concat_of_one_is_that_batch() -> None:

@@ -13,22 +13,26 @@ from models.zoo import resolve_model
 from pipelines.threads import StageCosts, measure_feed_ms, measure_infer_ms, plan_threads
 
 
-@pytest.mark.parametrize("costs, cores, infer, words", [
-    (StageCosts(16.1, 9.3), 2, 2, "inference-bound"),  # shapes-yolo FP32 on 720p
-    (StageCosts(3.7, 6.4), 2, 1, "feeding costs as much"),  # its pruned variant
-    (StageCosts(3.7, 6.4), 8, 7, "7 of 8"),
-    (StageCosts(5.0, None), 2, 1, "live source"),
-    (StageCosts(5.0, 9.0), 1, 1, "1 core"),
-    (None, 4, 4, "not measured"),
+@pytest.mark.parametrize("costs, cores, infer, decode, words", [
+    (StageCosts(16.1, 9.3), 2, 2, 1, "inference-bound"),  # shapes-yolo FP32 on 720p
+    (StageCosts(3.7, 6.4), 2, 1, 2, "feeding costs as much"),  # its pruned variant
+    (StageCosts(3.7, 6.4), 8, 7, 8, "7 of 8"),
+    (StageCosts(3.7, 12.8, streams=2), 2, 1, 1, "1 decoder thread per file"),
+    (StageCosts(3.7, 25.6, streams=4), 8, 7, 2, "2 decoder threads per file"),
+    (StageCosts(5.0, None), 2, 1, 1, "live source"),
+    (StageCosts(5.0, 9.0), 1, 1, 1, "1 core"),
+    (None, 4, 4, 1, "not measured"),
 ])
-def test_plan_follows_the_measured_costs(costs, cores, infer, words) -> None:
+def test_plan_follows_the_measured_costs(costs, cores, infer, decode, words) -> None:
     plan = plan_threads(costs, cores)
-    assert plan.infer == infer and plan.decode == 1 and words in plan.reason
+    assert (plan.infer, plan.decode) == (infer, decode) and words in plan.reason, plan
 
 
 def test_given_threads_win() -> None:
     plan = plan_threads(StageCosts(3.7, 6.4), 2, infer_threads=2, decode_threads=3)
     assert (plan.infer, plan.decode, plan.reason) == (2, 3, "given")
+    assert plan_threads(StageCosts(3.7, 6.4), 2, decode_threads=1).decode == 1
+    assert plan_threads(StageCosts(3.7, 6.4), 2, infer_threads=1).decode == 1
 
 
 def test_probes_time_the_model_and_the_clip(tmp_path: Path) -> None:
