@@ -111,9 +111,9 @@ def measure_feed_ms(path: Path, spec: InputSpec, frames: int = PROBE_FRAMES) -> 
 def plan_threads(costs: StageCosts | None, cores: int, *, infer_threads: int | None = None,
                  decode_threads: int | None = None) -> ThreadPlan:
     """The thread plan for ``cores`` given the measured ``costs`` (see the module doc)."""
+    decode = decode_threads if decode_threads is not None else 1  # 0: FFmpeg's own choice
     if infer_threads is not None:
-        return ThreadPlan(infer_threads, decode_threads or 1, "given")
-    decode = decode_threads if decode_threads is not None else 1
+        return ThreadPlan(infer_threads, decode, "given")
     if cores <= 1:
         return ThreadPlan(1, decode, "1 core")
     if costs is None:

@@ -47,8 +47,8 @@ class StagesAlone:
 def measure_alone(clip: Path, model_path: Path, spec: ModelSpec, *, decode_threads: int,
                   infer_threads: int, batch_size: int,
                   frame_limit: int | None = None) -> StagesAlone:
-    """Decode + preprocess ``clip`` (up to ``frame_limit`` frames), then run inference on as
-    many frames, each on its own, timed separately."""
+    """Decode + preprocess ``clip`` (up to ``frame_limit`` frames), then infer as many frames
+    in batches of ``batch_size`` made from the first prepared ones; each side timed alone."""
     prepare = OpenCVPreprocessor(spec.input)
     kept: list[torch.Tensor] = []
     with av.open(str(clip)) as container:

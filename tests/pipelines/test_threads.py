@@ -33,6 +33,8 @@ def test_given_threads_win() -> None:
     assert (plan.infer, plan.decode, plan.reason) == (2, 3, "given")
     assert plan_threads(StageCosts(3.7, 6.4), 2, decode_threads=1).decode == 1
     assert plan_threads(StageCosts(3.7, 6.4), 2, infer_threads=1).decode == 1
+    assert plan_threads(StageCosts(3.7, 6.4), 2, decode_threads=0).decode == 0  # FFmpeg's
+    assert plan_threads(None, 2, infer_threads=1, decode_threads=0).decode == 0
 
 
 def test_probes_time_the_model_and_the_clip(tmp_path: Path) -> None:
