@@ -355,7 +355,8 @@ def quantize(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for scoring runs.")]
     = Path("out/quantize"),
 ) -> None:
-    """INT8 QDQ quantization (ONNX Runtime, per-channel, symmetric): tries each calibration
+    """INT8 QDQ quantization for ONNX Runtime (per-channel symmetric weights, UINT8
+    activations; the first conv and the output head stay float): tries each calibration
     method, scores each on the clips, keeps the most accurate as MODEL.int8.onnx."""
     from app.model_optimize import CalibrationError, calibration_frames, quantize_best
     from models.quantize import METHODS

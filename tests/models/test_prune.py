@@ -80,3 +80,12 @@ def test_ratios_out_of_range_are_refused(ratio: float) -> None:
     if np.isfinite(ratio):
         with pytest.raises(ValueError, match="ratio"):
             PruneConfig(ratio=ratio)
+
+
+def test_distillation_is_what_the_fine_tuning_learns_from_too(pruned) -> None:
+    original, with_teacher = pruned
+    torch.manual_seed(0)
+    alone = prune(original, PruneConfig(ratio=0.5, distill=False, **FAST))
+    a, b = with_teacher.model.state_dict(), alone.model.state_dict()
+    assert a.keys() == b.keys() and all(a[k].shape == b[k].shape for k in a)  # same channels
+    assert any(not torch.equal(a[k], b[k]) for k in a if a[k].is_floating_point())
