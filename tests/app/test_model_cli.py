@@ -169,8 +169,10 @@ def test_optimize_writes_every_variant_and_prints_the_table(tiny_run: Path,
                                                             tmp_path: Path) -> None:
     held = tiny_run / "heldout" / "clip-0.mp4"
     code, output = vidpipe_model("optimize", tiny_run, "--calib", held, "--ratio", "0.5",
-                                 "--prune-steps", 2, "--out", tmp_path)
+                                 "--prune-steps", 2, "--no-distill", "--out", tmp_path)
     assert code == 0, output
+    assert json.loads((tiny_run / "model.pruned50.json").read_text())["config"]["distill"] is False
+    assert "--no-distill" in (tiny_run / "card.yaml").read_text()
     for name in ("model.int8.onnx", "model.pruned50.onnx", "model.pruned50.pt",
                  "model.pruned50.int8.onnx"):
         assert (tiny_run / name).is_file(), name
