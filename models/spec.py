@@ -42,6 +42,13 @@ class InputSpec(_Strict):
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """One image's tensor shape in ``layout``, without the batch axis."""
+        if self.layout == "NCHW":
+            return (3, self.height, self.width)
+        return (self.height, self.width, 3)
+
 
 class OutputSpec(_Strict):
     format: OutputFormat

@@ -83,9 +83,7 @@ def choose_threads(options: PipelineOptions, cores: int | None = None,
 def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any]) -> StageCosts:
     """Inference per frame on one thread, and decode + preprocess per frame summed over the
     sources (None if any is live: a camera cannot be read ahead)."""
-    shape = ((3, spec.input.height, spec.input.width) if spec.input.layout == "NCHW"
-             else (spec.input.height, spec.input.width, 3))
-    infer_ms = measure_infer_ms(model_path, shape, spec.input.dtype)
+    infer_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype)
     feed: float | None = 0.0
     for source in sources:
         path = getattr(source, "path", None)

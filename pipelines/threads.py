@@ -74,27 +74,31 @@ class ThreadPlan:
 
 
 def measure_infer_ms(model: Path, shape: Sequence[int], dtype: str = "float32",
-                     calls: int = 3) -> float:
-    """Median ms of ``calls`` one-thread ONNX Runtime calls on one blank image of ``shape``."""
-    with OnnxRuntimeBackend(model, threads=1) as backend:
-        feeds = {backend.inputs[0].name: np.zeros((1, *shape), dtype=dtype)}
+                     calls: int = 3, *, threads: int = 1, batch: int = 1) -> float:
+    """Median ms per frame of ``calls`` ONNX Runtime calls (``threads`` intra-op threads) on
+    a blank batch of ``batch`` images of ``shape``."""
+    with OnnxRuntimeBackend(model, threads=threads) as backend:
+        feeds = {backend.inputs[0].name: np.zeros((batch, *shape), dtype=dtype)}
         backend.infer(feeds)  # first call: allocation and kernel selection
         times = []
         for _ in range(calls):
             start = time.perf_counter()
             backend.infer(feeds)
             times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    return statistics.median(times) * 1e3 / batch
 
 
-def measure_feed_ms(path: Path, spec: InputSpec, frames: int = PROBE_FRAMES) -> float | None:
-    """ms per frame to decode (one thread) and preprocess the first ``frames`` of a file;
-    None when the file gives fewer than two frames (the pipeline will say why)."""
+def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
+                    threads: int = 1) -> float | None:
+    """ms per frame to decode (``threads`` FFmpeg threads) and preprocess the first ``frames``
+    of a file (None: all of it); None when the file gives fewer than two frames (the
+    pipeline will say why)."""
     prepare = OpenCVPreprocessor(spec)
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
-            stream.codec_context.thread_count = 1
+            stream.codec_context.thread_type = "AUTO"
+            stream.codec_context.thread_count = threads
             done, start = 0, time.perf_counter()
             for picture in container.decode(stream):
                 image = torch.from_numpy(picture.to_ndarray(format="rgb24"))

@@ -2,28 +2,21 @@
 
 The pipeline's ceiling is its slowest stage run by itself, with the whole machine and the
 threads the pipeline gave it: decoding and preprocessing a clip (no model), and inference on
-prepared batches (no decoding). End-to-end fps over the slower of the two is the efficiency
-``vidpipe bench`` reports; postprocessing and the sinks are the pipeline's own cost, not a
-stage a user can speed up separately, so they count against it.
+batches (no decoding). These are the thread plan's own probes (``pipelines.threads``), run
+longer and with the plan's thread counts. End-to-end fps over the slower of the two is the
+efficiency ``vidpipe bench`` reports; postprocessing and the sinks are the pipeline's own
+cost, not a stage a user can speed up separately, so they count against it.
 """
 
 from __future__ import annotations
 
-import itertools
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
-import numpy as np
-import torch
-
-from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.spec import ModelSpec
-from pipelines.frame import Frame
-from pipelines.preprocess.opencv import OpenCVPreprocessor
+from pipelines.threads import measure_feed_ms, measure_infer_ms
 
-KEPT_FRAMES = 32  # prepared frames kept for the inference run (cycled)
+INFER_CALLS = 30  # inference calls timed (median)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,43 +40,12 @@ class StagesAlone:
 def measure_alone(clip: Path, model_path: Path, spec: ModelSpec, *, decode_threads: int,
                   infer_threads: int, batch_size: int,
                   frame_limit: int | None = None) -> StagesAlone:
-    """Decode + preprocess ``clip`` (up to ``frame_limit`` frames), then infer as many frames
-    in batches of ``batch_size`` made from the first prepared ones; each side timed alone."""
-    prepare = OpenCVPreprocessor(spec.input)
-    kept: list[torch.Tensor] = []
-    with av.open(str(clip)) as container:
-        stream = container.streams.video[0]
-        stream.codec_context.thread_type = "AUTO"
-        stream.codec_context.thread_count = decode_threads
-        frames, start = 0, time.perf_counter()
-        for picture in container.decode(stream):
-            image = torch.from_numpy(picture.to_ndarray(format="rgb24"))
-            batch = prepare.prepare(Frame("alone", frames, None, 0.0, image))
-            if len(kept) < KEPT_FRAMES:
-                kept.append(batch.tensor)
-            frames += 1
-            if frame_limit is not None and frames >= frame_limit:
-                break
-        feed_s = time.perf_counter() - start
-    if frames == 0:
-        raise ValueError(f"{clip}: no frame decoded")
-    inputs = [np.concatenate([t.numpy() for t in group]) for group in
-              _groups(kept, batch_size)]
-    with OnnxRuntimeBackend(model_path, threads=infer_threads) as backend:
-        name = backend.inputs[0].name
-        backend.infer({name: inputs[0]})  # first call: allocation and kernel selection
-        done, start = 0, time.perf_counter()
-        for tensor in itertools.cycle(inputs):
-            backend.infer({name: tensor})
-            done += len(tensor)
-            if done >= frames:
-                break
-        infer_s = time.perf_counter() - start
-    return StagesAlone(frames / feed_s, done / infer_s, decode_threads, infer_threads,
+    """Decode + preprocess ``clip`` (up to ``frame_limit`` frames); then time inference in
+    batches of ``batch_size``; each side alone."""
+    feed_ms = measure_feed_ms(clip, spec.input, frame_limit, threads=decode_threads)
+    if feed_ms is None:
+        raise ValueError(f"{clip}: fewer than two frames decoded")
+    infer_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype,
+                                INFER_CALLS, threads=infer_threads, batch=batch_size)
+    return StagesAlone(1e3 / feed_ms, 1e3 / infer_ms, decode_threads, infer_threads,
                        batch_size)
-
-
-def _groups(items: list[torch.Tensor], size: int) -> list[list[torch.Tensor]]:
-    """Full groups of ``size`` (cycling the items when there are fewer)."""
-    cycled = list(itertools.islice(itertools.cycle(items), max(size, len(items) // size * size)))
-    return [cycled[i:i + size] for i in range(0, len(cycled), size)]
