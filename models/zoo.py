@@ -52,8 +52,11 @@ def variant_file(ratio: float | None, int8: bool) -> str:
 
 def model_variants(model: str | Path | None = None) -> dict[str, tuple[Path, ModelSpec]]:
     """The FP32 model and whichever optimised variants exist beside it, by label: fp32 first,
-    then int8, then pruned ones by ratio."""
+    then int8, then pruned ones by ratio. A variant's own file names only itself."""
     path, spec = resolve_model(model)
+    own_label = variant_label(path)
+    if own_label is not None:
+        return {own_label: (path, spec)}
     variants = {"fp32": (path, spec)}
     found = {label: candidate for candidate in path.parent.glob("model.*onnx")
              if candidate != path and (label := variant_label(candidate)) is not None}

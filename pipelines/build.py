@@ -21,7 +21,7 @@ from models.spec import ModelSpec
 from models.zoo import check_compatible
 from pipelines.channel import Channel, DropPolicy
 from pipelines.cuda import parse_device
-from pipelines.decode.pyav import PyAVDecoder
+from pipelines.decode.pyav import PyAVDecoder, ScaleTo
 from pipelines.decode.stage import DecodeStage, PacketSource, PictureDecoder
 from pipelines.errors import ConfigError
 from pipelines.frame import Batch, Frame, Result
@@ -54,6 +54,8 @@ class PipelineOptions:
     capacity: int = 8  # items per channel
     infer_threads: int | None = None  # None: chosen from the cores (see choose_threads)
     decode_threads: int | None = None
+    # decode straight to the model's letterbox size when no sink needs the full picture
+    decode_scaled: bool = True
     max_age_s: float | None = None  # live: drop frames older than this at inference
     frame_limit: int | None = None  # stop each stream after this many frames
     name: str = ""  # prefix of channel names, where several pipelines share one registry
@@ -80,23 +82,27 @@ def choose_threads(options: PipelineOptions, cores: int | None = None,
                         decode_threads=options.decode_threads)
 
 
-def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any]) -> StageCosts:
-    """Inference per frame on one thread, and decode + preprocess per frame summed over the
-    sources (None if any is live: a camera cannot be read ahead)."""
+def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
+                  scaled: bool = True) -> StageCosts:
+    """Inference per frame on one thread, and decode (``scaled``: to the model's size) +
+    preprocess per frame summed over the sources (None if any is live: a camera cannot be
+    read ahead)."""
     infer_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype)
     feed: float | None = 0.0
     for source in sources:
         path = getattr(source, "path", None)
-        cost = None if source.live or path is None else measure_feed_ms(path, spec.input)
+        cost = (None if source.live or path is None
+                else measure_feed_ms(path, spec.input, scaled=scaled))
         feed = None if cost is None or feed is None else feed + cost
     return StageCosts(infer_ms, feed, max(1, len(sources)))
 
 
-def probe_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any]) -> StageCosts | None:
+def probe_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
+                scaled: bool = True) -> StageCosts | None:
     """``measure_costs``, or None when the probe cannot run the model (a model that does not
     match its card fails right after, in ``check_compatible``, with the message that says so)."""
     try:
-        return measure_costs(model_path, spec, sources)
+        return measure_costs(model_path, spec, sources, scaled=scaled)
     except ModelError:
         raise
     except Exception as e:  # ONNX Runtime raises its own untyped errors for a bad feed
@@ -148,12 +154,16 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
         for location, sid in zip(locations, stream_ids, strict=True):
             sources.append(open_source(location, sid))
             opened.append(sources[-1])
+        scale = decoder_scale(spec, sinks, options)
         cores = os.cpu_count() or 1
-        costs = (probe_costs(model_path, spec, sources)
+        costs = (probe_costs(model_path, spec, sources, scaled=scale is not None)
                  if options.infer_threads is None and cores > 1 else None)
         plan = choose_threads(options, cores, costs)
         log.info("threads: inference %d, decode %d per stream (%s)", plan.infer, plan.decode,
                  plan.reason)
+        if scale is not None:
+            log.info("decoding straight to the model's letterbox size (input %dx%d): no sink "
+                     "needs the full pictures", *scale.input_size)
         backend = OnnxRuntimeBackend(model_path, threads=plan.infer)
         opened.append(backend)
         input_info = check_compatible(spec, backend.inputs, backend.outputs, model_path)
@@ -166,10 +176,20 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
         log.warning("%s takes batches of %d only; batch size lowered from %d", model_path.name,
                     input_info.fixed_batch, batch_size)
         batch_size = input_info.fixed_batch
-    pipeline = wire_pipeline(sources, lambda s: PyAVDecoder(s.video, threads=plan.decode),
+    pipeline = wire_pipeline(sources,
+                             lambda s: PyAVDecoder(s.video, threads=plan.decode, scale=scale),
                              backend, input_info.name, spec, sinks, metrics, options, batch_size)
     pipeline.threads = plan
     return pipeline
+
+
+def decoder_scale(spec: ModelSpec, sinks: Sequence[Sink],
+                  options: PipelineOptions) -> ScaleTo | None:
+    """The size CPU decoders shrink pictures to: the model's letterbox, unless a sink draws on
+    the full pictures (annotated video, the live feed) or ``options`` turn it off."""
+    if not options.decode_scaled or any(s.wants_images for s in sinks):
+        return None
+    return ScaleTo.for_input(spec.input)
 
 
 def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], PictureDecoder],

@@ -25,6 +25,9 @@ class Frame:
     decoder's numpy array without a copy. ``None`` once a stage has released the pixels and only
     the metadata travels on. ``ready`` is the CUDA event that marks the image as written, or None.
     ``timings`` collects the seconds each stage spent on the frame (a batched stage: its batch).
+    ``source_size`` is the (width, height) the picture was decoded at when the decoder already
+    shrank ``image`` to the model's letterbox (``ScaleTo``); None when ``image`` is full size.
+    Boxes are always in source pixels: ``size``.
     """
 
     stream_id: str
@@ -34,10 +37,15 @@ class Frame:
     image: torch.Tensor | None
     ready: Any = None
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds spent on it
+    source_size: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.index < 0:
             raise ValueError(f"frame index must be >= 0, got {self.index}")
+        if self.source_size is not None and (len(self.source_size) != 2
+                                             or min(self.source_size) <= 0):
+            raise ValueError(f"Frame.source_size must be (width, height) > 0, got "
+                             f"{self.source_size}")
         if self.image is not None:
             if not isinstance(self.image, torch.Tensor):
                 raise TypeError(f"Frame.image must be a torch.Tensor (wrap numpy with "
@@ -49,10 +57,22 @@ class Frame:
 
     @property
     def size(self) -> tuple[int, int]:
-        """(width, height) of the image, in pixels."""
+        """(width, height) of the picture as decoded, in the source pixels boxes refer to."""
+        if self.source_size is not None:
+            return self.source_size
+        return self.image_size
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """(width, height) of ``image``: ``size`` unless the decoder scaled it."""
         if self.image is None:
             raise ValueError(f"frame {self.stream_id}#{self.index} no longer holds its image")
         return int(self.image.shape[1]), int(self.image.shape[0])
+
+    @property
+    def scaled(self) -> bool:
+        """Whether ``image`` is smaller or larger than the source picture."""
+        return self.source_size is not None and self.image_size != self.source_size
 
     def without_image(self) -> Frame:
         """The same frame's metadata, with the pixels released."""

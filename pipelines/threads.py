@@ -50,6 +50,8 @@ import torch
 
 from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.spec import InputSpec
+from pipelines.decode.pyav import PyAVDecoder, ScaleTo
+from pipelines.errors import DecodeError
 from pipelines.frame import Frame
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 
@@ -89,25 +91,28 @@ def measure_infer_ms(model: Path, shape: Sequence[int], dtype: str = "float32",
 
 
 def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
-                    threads: int = 1) -> float | None:
-    """ms per frame to decode (``threads`` FFmpeg threads) and preprocess the first ``frames``
-    of a file (None: all of it); None when the file gives fewer than two frames (the
-    pipeline will say why)."""
+                    threads: int = 1, scaled: bool = True) -> float | None:
+    """ms per frame to decode (``threads`` FFmpeg threads; ``scaled``: straight to the
+    model's letterbox size, as a pipeline without image sinks does) and preprocess the first
+    ``frames`` of a file (None: all of it); None when the file gives fewer than two frames
+    (the pipeline will say why)."""
     prepare = OpenCVPreprocessor(spec)
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
-            stream.codec_context.thread_type = "AUTO"
-            stream.codec_context.thread_count = threads
+            decoder = PyAVDecoder(stream, threads=threads,
+                                  scale=ScaleTo.for_input(spec) if scaled else None)
             done, start = 0, time.perf_counter()
-            for picture in container.decode(stream):
-                image = torch.from_numpy(picture.to_ndarray(format="rgb24"))
-                prepare.prepare(Frame("probe", done, None, 0.0, image))
-                done += 1
-                if done == frames:
+            for packet in container.demux(stream):
+                for picture in decoder.decode(packet):
+                    prepare.prepare(Frame("probe", done, None, 0.0,
+                                          torch.from_numpy(picture.image),
+                                          source_size=picture.source_size))
+                    done += 1
+                if frames is not None and done >= frames:
                     break
             elapsed = time.perf_counter() - start
-    except (av.FFmpegError, OSError, IndexError):
+    except (av.FFmpegError, DecodeError, OSError, IndexError):
         return None
     return elapsed * 1e3 / done if done >= 2 else None
 

@@ -2,6 +2,11 @@
 
 A passive part: it decodes the packets it is given, on the caller's thread, and starts no
 threads of its own beyond FFmpeg's internal ones (``threads``).
+
+With a ``ScaleTo``, each picture leaves FFmpeg already at the size the model's letterbox
+draws it at: one ``sws_scale`` converts YUV to RGB and shrinks in the same pass, instead of
+converting every source pixel to RGB (1280x720 for a 320x180 picture) and resizing after.
+Only for pipelines whose sinks never need the full picture (``build.py`` decides).
 """
 
 from __future__ import annotations
@@ -12,25 +17,51 @@ from fractions import Fraction
 import av
 import numpy as np
 
+from models.spec import InputSpec
 from pipelines.errors import DecodeError
+from pipelines.preprocess.letterbox import Letterbox, ResizeMode, wants_area_filter
 
 
 @dataclass(slots=True)
 class DecodedPicture:
     image: np.ndarray  # (H, W, 3) uint8 RGB
     pts: float | None  # seconds
+    source_size: tuple[int, int] | None = None  # (width, height) decoded, when image is scaled
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleTo:
+    """Decode pictures at the size a ``mode`` letterbox into ``input_size`` draws them."""
+
+    input_size: tuple[int, int]  # (width, height) of the model input
+    mode: ResizeMode = "letterbox"
+
+    def __post_init__(self) -> None:
+        if len(self.input_size) != 2 or min(self.input_size) <= 0:
+            raise ValueError(f"input size must be two positive numbers, got {self.input_size}")
+
+    @classmethod
+    def for_input(cls, spec: InputSpec) -> ScaleTo:
+        """Pictures the size ``spec``'s letterbox draws them at."""
+        return cls((spec.width, spec.height), spec.resize)
+
+    def size_for(self, source: tuple[int, int]) -> tuple[int, int]:
+        """(width, height) of a ``source`` picture once scaled into the letterbox."""
+        return Letterbox.fit(source, self.input_size, self.mode).resized
 
 
 class PyAVDecoder:
     """Decode one video stream's packets. ``threads=0`` lets FFmpeg choose."""
 
-    def __init__(self, stream: av.video.stream.VideoStream, *, threads: int = 0) -> None:
+    def __init__(self, stream: av.video.stream.VideoStream, *, threads: int = 0,
+                 scale: ScaleTo | None = None) -> None:
         if threads < 0:
             raise ValueError(f"decoder threads must be >= 0, got {threads}")
         self._codec = stream.codec_context
         self._codec.thread_type = "AUTO"
         self._codec.thread_count = threads
         self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
+        self.scale = scale
 
     def decode(self, packet: av.Packet | None) -> list[DecodedPicture]:
         """The pictures this packet completes (often none or one; several at a flush).
@@ -44,7 +75,18 @@ class PyAVDecoder:
 
     def _picture(self, frame: av.VideoFrame) -> DecodedPicture:
         pts = float(frame.pts * self._time_base) if frame.pts is not None else None
-        return DecodedPicture(frame.to_ndarray(format="rgb24"), pts)
+        if self.scale is None:
+            return DecodedPicture(frame.to_ndarray(format="rgb24"), pts)
+        source = (frame.width, frame.height)
+        width, height = self.scale.size_for(source)
+        image = frame.to_ndarray(width=width, height=height, format="rgb24",
+                                 interpolation=_filter(source, (width, height)))
+        return DecodedPicture(image, pts, source)
 
     def close(self) -> None:
         """Nothing to release: the codec context belongs to the source's container."""
+
+
+def _filter(source: tuple[int, int], size: tuple[int, int]) -> str:
+    """FFmpeg's scaling filter: the same choice as the OpenCV preprocessor's resize."""
+    return "AREA" if wants_area_filter(source, size) else "BILINEAR"

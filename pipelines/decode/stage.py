@@ -26,6 +26,9 @@ from pipelines.stage import Stage
 log = logging.getLogger(__name__)
 
 
+FILE_READ_AHEAD = 4  # pictures per call to the decoder thread for a file source
+
+
 class PacketSource(Protocol):
     """Where packets come from. ``epoch`` changes whenever the packets start coming from a new
     connection (an RTSP reconnect): the decoder is then made anew for the new stream."""
@@ -69,8 +72,13 @@ class DecodeStep:
 class DecodeStage(Stage):
     def __init__(self, source: PacketSource, make_decoder: Callable[[Any], PictureDecoder],
                  output: Channel[Frame], metrics: PipelineMetrics, *,
-                 frame_limit: int | None = None) -> None:
+                 frame_limit: int | None = None, pictures_per_call: int | None = None) -> None:
         super().__init__("decode", metrics, worker_name=f"decode-{source.stream_id}")
+        # A file is read ahead several pictures per call to the worker, so the decoder does
+        # not sit idle while the event loop hands each one on; a live picture goes at once.
+        self.pictures_per_call = pictures_per_call or (1 if source.live else FILE_READ_AHEAD)
+        if self.pictures_per_call < 1:
+            raise ValueError(f"pictures per call must be >= 1, got {pictures_per_call}")
         self.source = source
         self._make_decoder = make_decoder
         self.decoder: PictureDecoder | None = None
@@ -98,7 +106,8 @@ class DecodeStage(Stage):
                         else torch.from_numpy(picture.image)
                     frame = Frame(self.stream_id, index, picture.pts, captured_at, image,
                                   ready=getattr(picture, "ready", None),
-                                  timings={"decode": seconds / len(step.pictures)})
+                                  timings={"decode": seconds / len(step.pictures)},
+                                  source_size=getattr(picture, "source_size", None))
                     index += 1
                     self.decoded += 1
                     self.metrics.frame_received(self.stream_id)
@@ -121,7 +130,11 @@ class DecodeStage(Stage):
         return self.frame_limit is not None and self.decoded >= self.frame_limit
 
     def _step(self) -> DecodeStep:
-        """Read packets until at least one picture comes out, a packet fails, or the stream ends."""
+        """Read packets until ``pictures_per_call`` pictures came out (fewer near the frame
+        limit), a packet fails, or the stream ends."""
+        wanted = self.pictures_per_call
+        if self.frame_limit is not None:
+            wanted = max(1, min(wanted, self.frame_limit - self.decoded))
         if self._packets is None:
             self._packets = self.source.packets()
         step = DecodeStep(captured_at=time.monotonic())
@@ -136,7 +149,7 @@ class DecodeStage(Stage):
                 step.errors += 1
             finally:
                 step.decode_s += time.perf_counter() - start
-            if step.pictures or step.errors:
+            if len(step.pictures) >= wanted or step.errors:
                 return step
         step.ended = True
         return step

@@ -17,7 +17,7 @@ import torch
 
 from models.spec import InputSpec
 from pipelines.frame import Batch, Frame
-from pipelines.preprocess.letterbox import Letterbox
+from pipelines.preprocess.letterbox import Letterbox, wants_area_filter
 
 
 class OpenCVPreprocessor:
@@ -84,9 +84,11 @@ class OpenCVPreprocessor:
         canvas[y1:] = pad
         canvas[y0:y1, :x0] = pad
         canvas[y0:y1, x1:] = pad
-        # INTER_AREA averages all source pixels when shrinking a lot; bilinear would alias
-        shrink = min(letterbox.scale_x, letterbox.scale_y)
-        interpolation = cv2.INTER_AREA if shrink < 0.5 else cv2.INTER_LINEAR
+        if image.shape[:2] == (new_h, new_w):  # the decoder drew it at this size already
+            np.copyto(canvas[y0:y1, x0:x1], image)
+            return
+        area = wants_area_filter((image.shape[1], image.shape[0]), (new_w, new_h))
+        interpolation = cv2.INTER_AREA if area else cv2.INTER_LINEAR
         cv2.resize(image, (new_w, new_h), dst=canvas[y0:y1, x0:x1], interpolation=interpolation)
 
     def _convert(self, canvas: np.ndarray, out: np.ndarray) -> None:

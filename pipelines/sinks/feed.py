@@ -36,6 +36,9 @@ class LatestFrameSink:
         now = time.monotonic()
         if now - self._made_at < self.interval_s or result.frame.image is None:
             return
+        if result.frame.scaled:
+            raise ValueError(f"LatestFrameSink needs full pictures, got one decoded at "
+                             f"{result.frame.image_size} of {result.frame.size}")
         rgb = draw_detections(result.frame.image.numpy(), result.detections, self.spec)
         ok, data = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
                                 [cv2.IMWRITE_JPEG_QUALITY, self.quality])

@@ -19,6 +19,8 @@ from pipelines.frame import Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage
 
+TAKE_AT_ONCE = 16  # most results written per call to the sink worker
+
 
 class Sink(Protocol):
     """Where results go. ``close(commit=False)`` discards what was written (a failed run)."""
@@ -42,16 +44,22 @@ class SinkStage(Stage):
     async def run(self) -> None:
         while True:
             try:
-                result, waited = await self.input.get_timed()
+                # whatever results are waiting, in one call to the worker: a write is often
+                # cheaper than the hand-over to the thread
+                taken = await self.input.get_batch(TAKE_AT_ONCE, 0.0)
             except ChannelClosed:
                 return
-            self.metrics.observe_wait(self.name, waited)
-            await self.call(self._write, result)
-            self._account(result)
+            for _, waited in taken:
+                self.metrics.observe_wait(self.name, waited)
+            results = [result for result, _ in taken]
+            await self.call(self._write, results)
+            for result in results:
+                self._account(result)
 
-    def _write(self, result: Result) -> None:
-        for sink in self.sinks:
-            sink.write(result)
+    def _write(self, results: list[Result]) -> None:
+        for result in results:
+            for sink in self.sinks:
+                sink.write(result)
 
     def _account(self, result: Result) -> None:
         stream = result.frame.stream_id

@@ -77,6 +77,10 @@ class AnnotatedVideoSink:
         frame = result.frame
         if frame.image is None:
             raise ValueError("AnnotatedVideoSink needs frames with their images")
+        if frame.scaled:
+            raise ValueError(f"AnnotatedVideoSink needs full pictures, got one decoded at "
+                             f"{frame.image_size} of {frame.size}: give it to the pipeline's "
+                             f"builder, whose decoders then keep full pictures")
         stream = frame.stream_id
         encoder = self._encoders.get(stream)
         if encoder is None:

@@ -25,6 +25,12 @@ def test_bench_quick_compares_the_hand_loop_with_vidpipe_and_scales(small_clip, 
     assert 40 <= live["frames"] <= 70  # 2 s at 30 fps
     assert live["windows"] and all(w["p99_ms"] > 0 for w in live["windows"])
     assert "Hand loop vs vidpipe" in output and "Scaling" in output and "Live" in output
+    speed = report["machine"]["core_speed_all_busy"]
+    assert len(speed["turns_alone"]) == 2 and len(speed["turns_together"]) == speed["cores"]
+    assert min(speed["turns_alone"] + speed["turns_together"]) > 0
+    together, alone = speed["turns_together"], speed["turns_alone"]
+    assert speed["ratio"] == (sum(together) / len(together)) / (sum(alone) / len(alone))
+    assert f"each ran a fixed loop at {speed['ratio']:.2f}x" in " ".join(output.split())
 
 
 def test_profile_names_the_bottleneck_and_advises(small_clip):

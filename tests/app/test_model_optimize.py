@@ -46,3 +46,14 @@ def test_files_that_are_not_variants_have_no_label() -> None:
 def test_int8_name_keeps_the_pruned_part() -> None:
     assert int8_name(Path("z/model.onnx")) == "model.int8.onnx"
     assert int8_name(Path("z/model.pruned50.onnx")) == "model.pruned50.int8.onnx"
+
+
+def test_a_zoo_name_finds_every_variant_and_a_variant_file_only_itself() -> None:
+    from models.zoo import ZOO_DIR, model_variants
+
+    everything = model_variants("shapes-yolo")
+    assert list(everything) == ["fp32", "int8", "pruned50", "pruned50+int8"]
+    assert everything["fp32"][0].name == "model.onnx"
+    alone = model_variants(ZOO_DIR / "shapes-yolo" / "model.pruned50.int8.onnx")
+    assert list(alone) == ["pruned50+int8"]
+    assert alone["pruned50+int8"][0].name == "model.pruned50.int8.onnx"

@@ -17,7 +17,7 @@ import torch
 from prometheus_client import CollectorRegistry
 
 from models.runtime.torch import TorchBackend
-from pipelines.build import PipelineOptions
+from pipelines.build import PipelineOptions, build_pipeline
 from pipelines.build_gpu import GpuOptions, build_gpu_pipeline, decoder_factory, inference_backend
 from pipelines.cuda import cuda_available
 from pipelines.decode.pyav import PyAVDecoder
@@ -56,7 +56,7 @@ def test_gpu_stages_on_the_cpu_give_the_cpu_pipeline_boxes(rect_clip, rect_model
 
 
 def test_without_cuda_the_gpu_build_runs_the_cpu_pipeline(rect_clip, rect_model, caplog,
-                                                          cpu_detections, monkeypatch):
+                                                          monkeypatch):
     if cuda_available():
         pytest.skip("this machine has CUDA")
     import pipelines.cuda
@@ -70,7 +70,12 @@ def test_without_cuda_the_gpu_build_runs_the_cpu_pipeline(rect_clip, rect_model,
         pipeline = build_gpu_pipeline([rect_clip], ["clip"], path, spec, [sink], metrics,
                                       PipelineOptions(device="cuda:0"))
     asyncio.run(pipeline.run())
-    assert agreement(cpu_detections, sink.found).ratio == 1.0  # it is the CPU pipeline
+    # it is the CPU pipeline, as build_pipeline makes it (decoding at the model's size)
+    reference = CollectSink()
+    asyncio.run(build_pipeline([rect_clip], ["clip"], path, spec, [reference],
+                               PipelineMetrics(CollectorRegistry()), PipelineOptions()).run())
+    assert len(reference.found) == 30
+    assert agreement(reference.found, sink.found).ratio == 1.0
     assert any("running on the CPU" in r.getMessage() for r in caplog.records)
     backend, device, fallback = BackendReport.for_registry(metrics.registry).choices["infer"]
     assert (backend, device) == ("onnxruntime", "cpu") and "cuda:0" in fallback

@@ -1,0 +1,132 @@
+"""The CPU decoder and the decode stage: pictures straight at the model's size, read-ahead."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from models.spec import InputSpec
+from pipelines.build import PipelineOptions, decoder_scale
+from pipelines.channel import Channel
+from pipelines.decode.pyav import PyAVDecoder, ScaleTo
+from pipelines.decode.stage import FILE_READ_AHEAD, DecodeStage
+from pipelines.errors import ChannelClosed
+from pipelines.frame import Frame
+from pipelines.metrics import PipelineMetrics
+from pipelines.preprocess.letterbox import Letterbox
+from pipelines.preprocess.opencv import OpenCVPreprocessor
+from tests.fakes import FAKE_SPEC, FakeDecoder, FakeSource, ListSink
+
+
+def decode_all(clip: Path, scale: ScaleTo | None) -> list:
+    with av.open(str(clip)) as container:
+        stream = container.streams.video[0]
+        decoder = PyAVDecoder(stream, threads=1, scale=scale)
+        return [p for packet in container.demux(stream) for p in decoder.decode(packet)]
+
+
+@pytest.mark.parametrize("clip_name", ["small_clip", "wide_clip"])
+@pytest.mark.parametrize("input_size", [(96, 96), (160, 128)], ids=["96x96", "160x128"])
+def test_scaled_pictures_are_the_letterboxed_picture_of_the_full_one(
+    clip_name: str, input_size: tuple[int, int], request: pytest.FixtureRequest
+) -> None:
+    clip = request.getfixturevalue(clip_name)
+    full = decode_all(clip, None)
+    scaled = decode_all(clip, ScaleTo(input_size))
+    assert len(scaled) == len(full) > 0
+    for big, small in zip(full, scaled, strict=True):
+        h, w = big.image.shape[:2]
+        assert small.source_size == (w, h) and big.source_size is None
+        assert small.pts == big.pts
+        size = Letterbox.fit((w, h), input_size).resized
+        assert small.image.shape == (size[1], size[0], 3)
+        # FFmpeg's filter is not OpenCV's: the same picture within a few levels on average
+        reference = cv2.resize(big.image, size, interpolation=cv2.INTER_AREA
+                               if min(size[0] / w, size[1] / h) < 0.5 else cv2.INTER_LINEAR)
+        assert np.abs(small.image.astype(int) - reference).mean() < 4.0
+
+
+def test_a_scaled_frame_is_prepared_like_the_full_frame(small_clip: Path) -> None:
+    spec = InputSpec(width=96, height=96)
+    full = decode_all(small_clip, None)[10]
+    small = decode_all(small_clip, ScaleTo.for_input(spec))[10]
+    prepare = OpenCVPreprocessor(spec)
+    a = prepare.prepare(Frame("c", 0, None, 0.0, torch.from_numpy(full.image)))
+    b = prepare.prepare(Frame("c", 0, None, 0.0, torch.from_numpy(small.image),
+                              source_size=small.source_size))
+    assert a.letterboxes == b.letterboxes  # boxes map back to the same source pixels
+    assert (a.tensor - b.tensor).abs().mean().item() < 4.0 / 255
+
+
+def test_frame_size_is_the_source_size_when_the_image_was_scaled() -> None:
+    frame = Frame("c", 0, None, 0.0, torch.zeros((180, 320, 3), dtype=torch.uint8),
+                  source_size=(1280, 720))
+    assert frame.size == (1280, 720) and frame.image_size == (320, 180) and frame.scaled
+    assert frame.without_image().size == (1280, 720)
+    assert not Frame("c", 0, None, 0.0, torch.zeros((4, 4, 3), dtype=torch.uint8)).scaled
+    with pytest.raises(ValueError, match="source_size must be"):
+        Frame("c", 0, None, 0.0, None, source_size=(0, 720))
+
+
+class _WantsImages(ListSink):
+    wants_images = True
+
+
+def test_pictures_are_decoded_full_size_when_a_sink_draws_on_them() -> None:
+    spec = FAKE_SPEC
+    assert decoder_scale(spec, [ListSink()], PipelineOptions()) == ScaleTo((32, 32))
+    assert decoder_scale(spec, [ListSink(), _WantsImages()], PipelineOptions()) is None
+    assert decoder_scale(spec, [ListSink()], PipelineOptions(decode_scaled=False)) is None
+
+
+class _LiveSource(FakeSource):
+    live = True
+
+
+@pytest.mark.parametrize(("source", "limit", "calls"), [
+    (FakeSource("f", 10), None, -(-10 // FILE_READ_AHEAD)),  # the last finds the end too
+    (FakeSource("f", 10), 6, 2),  # 4, then the 2 the limit leaves
+    (_LiveSource("l", 10), None, 11),  # one per picture, then the call that finds the end
+], ids=["file", "file-limit", "live"])
+def test_files_are_read_ahead_and_live_pictures_go_at_once(source, limit, calls) -> None:
+    metrics = PipelineMetrics()
+    out: Channel[Frame] = Channel("decoded", 64)
+    stage = DecodeStage(source, lambda s: FakeDecoder(), out, metrics, frame_limit=limit)
+
+    async def run_and_drain() -> list[Frame]:
+        await stage.run()
+        frames = []
+        while True:
+            try:
+                frames.append(await out.get())
+            except ChannelClosed:
+                return frames
+
+    try:
+        frames = asyncio.run(run_and_drain())
+    finally:
+        stage.close()
+    assert [f.index for f in frames] == list(range(limit or source.frames))
+    assert metrics.stage_work["decode"].count == calls
+
+
+def test_sinks_that_draw_refuse_a_scaled_picture(tmp_path: Path) -> None:
+    from pipelines.frame import Detections, Result
+    from pipelines.sinks.feed import LatestFrameSink
+    from pipelines.sinks.video import AnnotatedVideoSink
+
+    frame = Frame("c", 0, None, 0.0, torch.zeros((18, 32, 3), dtype=torch.uint8),
+                  source_size=(128, 72))
+    result = Result(frame, Detections.empty())
+    video = AnnotatedVideoSink(lambda s: tmp_path / f"{s}.mp4", lambda s: 30.0, FAKE_SPEC)
+    with pytest.raises(ValueError, match=r"needs full pictures, got one decoded at \(32, 18\)"):
+        video.write(result)
+    video.close(commit=False)
+    with pytest.raises(ValueError, match="needs full pictures"):
+        LatestFrameSink(FAKE_SPEC, interval_s=0.0).write(result)
