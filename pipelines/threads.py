@@ -19,7 +19,8 @@ for feeding only when feeding costs at least as much as inference (``COMPARABLE`
 
 ``measure_costs`` times, before the pipeline starts: inference per frame on one thread (a
 blank image, median of a few calls) and decoding plus preprocessing
-per frame of each file source (its first frames, in a separate reader). ``plan_threads``
+per frame of each file source (its first frames, in a separate reader, decoded the way the
+pipeline will: straight to the model's size unless a sink needs full pictures). ``plan_threads``
 then keeps ``cores - 1`` inference threads (at least one) whenever decoding and
 preprocessing cost at least ``COMPARABLE`` times inference per frame, all cores otherwise.
 Live sources cannot be read ahead; without their decode cost the plan keeps a core for them.
@@ -75,25 +76,42 @@ class ThreadPlan:
     reason: str
 
 
-def measure_infer_ms(model: Path, shape: Sequence[int], dtype: str = "float32",
-                     calls: int = 3, *, threads: int = 1, batch: int = 1) -> float:
-    """Median ms per frame of ``calls`` ONNX Runtime calls (``threads`` intra-op threads) on
-    a blank batch of ``batch`` images of ``shape``."""
+@dataclass(frozen=True, slots=True)
+class ProbeTime:
+    """What a probe measured per frame: wall time, and the process's CPU time over the same
+    calls (all its threads: more than the wall time when several threads worked)."""
+
+    wall_ms: float
+    cpu_ms: float
+
+
+def time_infer(model: Path, shape: Sequence[int], dtype: str = "float32", calls: int = 3, *,
+               threads: int = 1, batch: int = 1) -> ProbeTime:
+    """Per frame, over ``calls`` ONNX Runtime calls (``threads`` intra-op threads) on a blank
+    batch of ``batch`` images of ``shape``: the median call's wall time, the mean CPU time."""
     with OnnxRuntimeBackend(model, threads=threads) as backend:
         feeds = {backend.inputs[0].name: np.zeros((batch, *shape), dtype=dtype)}
         backend.infer(feeds)  # first call: allocation and kernel selection
         times = []
+        cpu_start = time.process_time()
         for _ in range(calls):
             start = time.perf_counter()
             backend.infer(feeds)
             times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3 / batch
+        cpu = time.process_time() - cpu_start
+    return ProbeTime(statistics.median(times) * 1e3 / batch, cpu * 1e3 / (calls * batch))
 
 
-def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
-                    threads: int = 1, scaled: bool = True) -> float | None:
-    """ms per frame to decode (``threads`` FFmpeg threads; ``scaled``: straight to the
-    model's letterbox size, as a pipeline without image sinks does) and preprocess the first
+def measure_infer_ms(model: Path, shape: Sequence[int], dtype: str = "float32",
+                     calls: int = 3, *, threads: int = 1, batch: int = 1) -> float:
+    """Median ms per frame of ``calls`` ONNX Runtime calls (see ``time_infer``)."""
+    return time_infer(model, shape, dtype, calls, threads=threads, batch=batch).wall_ms
+
+
+def time_feed(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
+              threads: int = 1, scaled: bool = True) -> ProbeTime | None:
+    """Per frame, to decode (``threads`` FFmpeg threads; ``scaled``: straight to the model's
+    letterbox size, as a pipeline without image sinks does) and preprocess the first
     ``frames`` of a file (None: all of it); None when the file gives fewer than two frames
     (the pipeline will say why)."""
     prepare = OpenCVPreprocessor(spec)
@@ -102,7 +120,7 @@ def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAM
             stream = container.streams.video[0]
             decoder = PyAVDecoder(stream, threads=threads,
                                   scale=ScaleTo.for_input(spec) if scaled else None)
-            done, start = 0, time.perf_counter()
+            done, start, cpu_start = 0, time.perf_counter(), time.process_time()
             for packet in container.demux(stream):
                 for picture in decoder.decode(packet):
                     prepare.prepare(Frame("probe", done, None, 0.0,
@@ -111,10 +129,17 @@ def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAM
                     done += 1
                 if frames is not None and done >= frames:
                     break
-            elapsed = time.perf_counter() - start
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     except (av.FFmpegError, DecodeError, OSError, IndexError):
         return None
-    return elapsed * 1e3 / done if done >= 2 else None
+    return ProbeTime(elapsed * 1e3 / done, cpu * 1e3 / done) if done >= 2 else None
+
+
+def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
+                    threads: int = 1, scaled: bool = True) -> float | None:
+    """ms per frame to decode and preprocess a file's first frames (see ``time_feed``)."""
+    probe = time_feed(path, spec, frames, threads=threads, scaled=scaled)
+    return None if probe is None else probe.wall_ms
 
 
 def plan_threads(costs: StageCosts | None, cores: int, *, infer_threads: int | None = None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.spec import ModelSpec
-from pipelines.threads import measure_feed_ms, measure_infer_ms
+from pipelines.threads import time_feed, time_infer
 
 INFER_CALLS = 30  # inference calls timed (median)
 
@@ -26,15 +26,24 @@ class StagesAlone:
     decode_threads: int
     infer_threads: int
     batch_size: int
+    feed_cpu_ms: float = 0.0  # CPU time per frame (all threads) while feeding alone
+    infer_cpu_ms: float = 0.0  # CPU time per frame while inferring alone
 
     @property
     def slowest_fps(self) -> float:
         return min(self.feed_fps, self.infer_fps)
 
+    def cpu_ceiling_fps(self, cores: int) -> float:
+        """The most frames a second ``cores`` could do if both sides cost what they cost
+        alone and no core ever idled: the ceiling when the stages share the cores."""
+        cpu_ms = self.feed_cpu_ms + self.infer_cpu_ms
+        return cores * 1e3 / cpu_ms if cpu_ms > 0 else float("inf")
+
     def as_dict(self) -> dict[str, float | int]:
         return {"feed_fps": self.feed_fps, "infer_fps": self.infer_fps,
                 "decode_threads": self.decode_threads, "infer_threads": self.infer_threads,
-                "batch_size": self.batch_size}
+                "batch_size": self.batch_size, "feed_cpu_ms": self.feed_cpu_ms,
+                "infer_cpu_ms": self.infer_cpu_ms}
 
 
 def measure_alone(clip: Path, model_path: Path, spec: ModelSpec, *, decode_threads: int,
@@ -42,10 +51,10 @@ def measure_alone(clip: Path, model_path: Path, spec: ModelSpec, *, decode_threa
                   frame_limit: int | None = None) -> StagesAlone:
     """Decode + preprocess ``clip`` (up to ``frame_limit`` frames); then time inference in
     batches of ``batch_size``; each side alone."""
-    feed_ms = measure_feed_ms(clip, spec.input, frame_limit, threads=decode_threads)
-    if feed_ms is None:
+    feed = time_feed(clip, spec.input, frame_limit, threads=decode_threads)
+    if feed is None:
         raise ValueError(f"{clip}: fewer than two frames decoded")
-    infer_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype,
-                                INFER_CALLS, threads=infer_threads, batch=batch_size)
-    return StagesAlone(1e3 / feed_ms, 1e3 / infer_ms, decode_threads, infer_threads,
-                       batch_size)
+    infer = time_infer(model_path, spec.input.image_shape, spec.input.dtype, INFER_CALLS,
+                       threads=infer_threads, batch=batch_size)
+    return StagesAlone(1e3 / feed.wall_ms, 1e3 / infer.wall_ms, decode_threads, infer_threads,
+                       batch_size, feed.cpu_ms, infer.cpu_ms)

@@ -80,8 +80,15 @@ def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
                 stages = alone[label]
                 feed = float(np.median([a.feed_fps for a in stages]))
                 infer = float(np.median([a.infer_fps for a in stages]))
-                row["alone"] = stages[0].as_dict() | {"feed_fps": feed, "infer_fps": infer}
+                cpu_ceiling = float(np.median([a.cpu_ceiling_fps(CORES) for a in stages]))
+                row["alone"] = stages[0].as_dict() | {
+                    "feed_fps": feed, "infer_fps": infer,
+                    "feed_cpu_ms": float(np.median([a.feed_cpu_ms for a in stages])),
+                    "infer_cpu_ms": float(np.median([a.infer_cpu_ms for a in stages]))}
                 row["efficiency"] = m.fps / min(feed, infer)
+                # the stages share the cores: their CPU time alone, summed, bounds fps too
+                row["cpu_ceiling_fps"] = cpu_ceiling
+                row["efficiency_vs_ceiling"] = m.fps / min(feed, infer, cpu_ceiling)
             rows.append(row)
     return rows
 

@@ -24,12 +24,14 @@ def _busy(row: dict[str, Any]) -> str:
 def compare_table(rows: list[dict[str, Any]]) -> Table:
     table = _table("Hand loop vs vidpipe (median of reps)",
                    ["model", "runner", "fps", "p50 ms", "p99 ms", "cpu", "busy %", "x hand",
-                    "x fp32", "alone f / i", "eff."])
+                    "x fp32", "alone f / i", "eff.", "cpu ceil.", "eff. c"])
     table.caption = ("busy %: d decode, p preprocess, i infer; x hand: fps over the hand loop "
                      "with the same model (its faster thread setting); x fp32: over the FP32 "
                      "hand loop; vidpipe Nt: the inference threads it chose (bench.json: why); "
                      "alone f / i: fps of decode+preprocess and of inference each run alone "
-                     "with vidpipe's threads; eff.: fps over the slower of the two")
+                     "with vidpipe's threads; eff.: fps over the slower of the two; cpu "
+                     "ceil.: cores x 1000 / (CPU ms per frame of both alone), the most the "
+                     "cores could do; eff. c: fps over the lowest of the three")
     for r in rows:
         runner = r["variant"].replace("hand loop, ", "hand ").replace(" threads", "t")
         if r.get("threads"):
@@ -39,6 +41,8 @@ def compare_table(rows: list[dict[str, Any]]) -> Table:
                       f"{r['ratio_to_hand_loop']:.2f}", f"{r['ratio_to_fp32_hand_loop']:.2f}",
                       f"{r['alone']['feed_fps']:.0f} / {r['alone']['infer_fps']:.0f}"
                       if "alone" in r else "", f"{r['efficiency']:.2f}" if "efficiency" in r
+                      else "", f"{r['cpu_ceiling_fps']:.0f}" if "cpu_ceiling_fps" in r else "",
+                      f"{r['efficiency_vs_ceiling']:.2f}" if "efficiency_vs_ceiling" in r
                       else "")
     return table
 

@@ -19,6 +19,11 @@ def test_bench_quick_compares_the_hand_loop_with_vidpipe_and_scales(small_clip, 
     assert "alone" not in hand and ours["alone"]["infer_threads"] == ours["threads"]["infer"]
     slowest = min(ours["alone"]["feed_fps"], ours["alone"]["infer_fps"])
     assert ours["efficiency"] == ours["fps"] / slowest
+    alone = ours["alone"]
+    assert alone["feed_cpu_ms"] > 0 and alone["infer_cpu_ms"] > 0
+    cores = report["machine"]["cores"]
+    assert ours["cpu_ceiling_fps"] == cores * 1e3 / (alone["feed_cpu_ms"] + alone["infer_cpu_ms"])
+    assert ours["efficiency_vs_ceiling"] == ours["fps"] / min(slowest, ours["cpu_ceiling_fps"])
     assert [r["streams"] for r in report["scaling"]] == [1, 2]
     assert report["scaling"][1]["frames"] == 60
     live = report["live"]
