@@ -33,8 +33,8 @@ class PreprocessStage(Stage):
         try:
             while True:
                 try:
-                    # the frames already waiting, in one call to the worker: the hand-over
-                    # to a thread costs about as much as preparing a model-sized picture
+                    # the frames already waiting, in one call to the worker: each hand-over
+                    # costs the event loop a future, a wake-up and a callback
                     taken = await self.input.get_batch(TAKE_AT_ONCE, 0.0)
                 except ChannelClosed:
                     return
