@@ -63,6 +63,12 @@ BatchOpt = Annotated[int, typer.Option(
     "--batch-size", "-b", help="Most frames per inference call, taken across all streams.")]
 TimeoutOpt = Annotated[float, typer.Option(
     "--batch-timeout-ms", help="Longest wait for a batch to fill after its first frame.")]
+InferThreadsOpt = Annotated[int | None, typer.Option(
+    "--infer-threads", help="ONNX Runtime threads (default: chosen from the measured cost "
+    "of decoding vs inference, logged).")]
+DecodeThreadsOpt = Annotated[int | None, typer.Option(
+    "--decode-threads", help="FFmpeg threads per stream (default: 1, or cores / files when "
+    "decoding costs more than inference; 0 = FFmpeg's choice).")]
 
 
 def _configure_logging(level: str) -> None:
@@ -95,13 +101,8 @@ def run(
         "--annotate", help="Also write annotated.mp4 (boxes drawn), one per stream.")] = False,
     metrics_port: Annotated[int | None, typer.Option(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
-    infer_threads: Annotated[int | None, typer.Option(
-        "--infer-threads", help="ONNX Runtime threads (default: chosen from the measured cost "
-        "of decoding vs inference, logged).")] = None,
-    decode_threads: Annotated[int | None, typer.Option(
-        "--decode-threads", help="FFmpeg threads per stream (default: 1, or cores / files when "
-        "decoding costs more than inference; 0 = FFmpeg's choice).")]
-    = None,
+    infer_threads: InferThreadsOpt = None,
+    decode_threads: DecodeThreadsOpt = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
 ) -> None:
@@ -193,16 +194,15 @@ def profile(
     model: ModelOpt = None,
     seconds: Annotated[float, typer.Option("--seconds", help="How long to run.")] = 10.0,
     batch_size: BatchOpt = 4,
-    infer_threads: Annotated[int | None, typer.Option(
-        "--infer-threads", help="ONNX Runtime threads (default: chosen from the measured cost "
-        "of decoding vs inference, logged).")] = None,
+    infer_threads: InferThreadsOpt = None,
+    decode_threads: DecodeThreadsOpt = None,
 ) -> None:
     """Run briefly and name the bottleneck: each stage's busy fraction and time per frame,
     queue occupancy, the ceiling (the slowest stage's rate), the efficiency reached, and what
     to do about it."""
     _configure_logging("warning")
     try:
-        run_profile(console, sources, model, seconds, batch_size, infer_threads)
+        run_profile(console, sources, model, seconds, batch_size, infer_threads, decode_threads)
     except (VidpipeError, ModelError) as e:
         _fail(str(e))
 

@@ -90,9 +90,11 @@ def leanest(labels: list[str]) -> str:
 
 
 def profile(console: Console, sources: list[Path], model: str | None, seconds: float,
-            batch_size: int, infer_threads: int | None) -> dict[str, Any]:
+            batch_size: int, infer_threads: int | None,
+            decode_threads: int | None = None) -> dict[str, Any]:
     path, spec = resolve_model(model)
-    options = PipelineOptions(batch_size=batch_size, infer_threads=infer_threads)
+    options = PipelineOptions(batch_size=batch_size, infer_threads=infer_threads,
+                              decode_threads=decode_threads)
     report = run_profile(sources, path, spec, options, seconds=seconds)
     console.print(profile_table(report))
     occupancy = ", ".join(f"{k} {v:.0%}" for k, v in report["queue_occupancy"].items())

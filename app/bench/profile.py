@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from models.spec import ModelSpec
 from pipelines.build import PipelineOptions, build_pipeline
 from pipelines.metrics import PipelineMetrics
 from pipelines.pipeline import Pipeline
+from pipelines.threads import ThreadPlan
 
 
 async def _run_for(pipeline: Pipeline, seconds: float,
@@ -67,12 +69,13 @@ def profile(paths: Sequence[Path], model_path: Path, spec: ModelSpec, options: P
         "queue_occupancy": {k: sum(v) / len(v) for k, v in occupancy.items() if v},
         "bottleneck": slowest["stage"], "ceiling_fps": slowest["ceiling_fps"],
         "efficiency": fps / slowest["ceiling_fps"], "batch_size": options.batch_size,
-        "advice": advice(stages, slowest, cpu / (wall * CORES), options),
+        "threads": asdict(pipeline.threads) if pipeline.threads is not None else None,
+        "advice": advice(stages, slowest, cpu / (wall * CORES), options, pipeline.threads),
     }
 
 
 def advice(stages: list[dict[str, Any]], slowest: dict[str, Any], cpu_util: float,
-           options: PipelineOptions) -> list[str]:
+           options: PipelineOptions, threads: ThreadPlan | None = None) -> list[str]:
     """Concrete next steps, from the busy fractions and the bottleneck."""
     busy = {s["stage"]: s["busy"] for s in stages}
     summary = ", ".join(f"{k} {v:.0%}" for k, v in busy.items())
@@ -83,8 +86,11 @@ def advice(stages: list[dict[str, Any]], slowest: dict[str, Any], cpu_util: floa
                     f"smaller input; with several streams raise --batch-size (now "
                     f"{options.batch_size}).")
     elif name == "decode":
-        tips.append("Decode fewer pixels (a lower-resolution stream), give FFmpeg more threads "
-                    "(--decode-threads 2), or decode on a GPU (NVDEC).")
+        decoders = threads.decode if threads is not None else 1
+        more = (f"give FFmpeg more threads (--decode-threads {decoders + 1}; now {decoders}), "
+                if 0 < decoders < CORES else "")
+        tips.append(f"Decode fewer pixels (a lower-resolution stream), {more}or decode on a "
+                    "GPU (NVDEC).")
     elif name == "preprocess":
         tips.append("Preprocessing is resize + normalise: a model with a smaller input, or "
                     "preprocessing on a GPU (CV-CUDA), takes it off the CPU.")

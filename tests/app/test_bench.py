@@ -43,7 +43,7 @@ def test_bench_quick_compares_the_hand_loop_with_vidpipe_and_scales(small_clip, 
 
 
 def test_profile_names_the_bottleneck_and_advises(small_clip):
-    code, output = vidpipe("profile", small_clip, "--seconds", 1)
+    code, output = vidpipe("profile", small_clip, "--seconds", 1, "--decode-threads", 1)
     assert code == 0, output
     assert "ceiling" in output and "efficiency" in output
     assert "is the bottleneck" in output
@@ -67,3 +67,17 @@ def test_stages_alone_decode_the_clip_and_infer_as_many_frames(small_clip):
     assert alone.feed_fps > 0 and alone.infer_fps > 0
     assert alone.slowest_fps == min(alone.feed_fps, alone.infer_fps)
     assert alone.as_dict()["batch_size"] == 3
+
+
+def test_decode_advice_offers_more_threads_only_while_a_core_is_left():
+    from app.bench.profile import CORES, advice
+    from pipelines.build import PipelineOptions
+    from pipelines.threads import ThreadPlan
+
+    stages = [{"stage": "decode", "busy": 0.9}, {"stage": "infer", "busy": 0.5}]
+    every_core = advice(stages, stages[0], 0.5, PipelineOptions(), ThreadPlan(1, CORES, "x"))
+    assert "decode is the bottleneck" in every_core[0]
+    assert "--decode-threads" not in " ".join(every_core)
+    if CORES > 1:
+        one = advice(stages, stages[0], 0.5, PipelineOptions(), ThreadPlan(1, 1, "x"))
+        assert "--decode-threads 2; now 1" in " ".join(one)
