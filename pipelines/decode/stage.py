@@ -73,12 +73,14 @@ class DecodeStage(Stage):
     def __init__(self, source: PacketSource, make_decoder: Callable[[Any], PictureDecoder],
                  output: Channel[Frame], metrics: PipelineMetrics, *,
                  frame_limit: int | None = None, pictures_per_call: int | None = None) -> None:
-        super().__init__("decode", metrics, worker_name=f"decode-{source.stream_id}")
         # A file is read ahead several pictures per call to the worker, so the decoder does
         # not sit idle while the event loop hands each one on; a live picture goes at once.
-        self.pictures_per_call = pictures_per_call or (1 if source.live else FILE_READ_AHEAD)
-        if self.pictures_per_call < 1:
+        if pictures_per_call is None:
+            pictures_per_call = 1 if source.live else FILE_READ_AHEAD
+        if pictures_per_call < 1:
             raise ValueError(f"pictures per call must be >= 1, got {pictures_per_call}")
+        super().__init__("decode", metrics, worker_name=f"decode-{source.stream_id}")
+        self.pictures_per_call = pictures_per_call
         self.source = source
         self._make_decoder = make_decoder
         self.decoder: PictureDecoder | None = None

@@ -130,3 +130,10 @@ def test_sinks_that_draw_refuse_a_scaled_picture(tmp_path: Path) -> None:
     video.close(commit=False)
     with pytest.raises(ValueError, match="needs full pictures"):
         LatestFrameSink(FAKE_SPEC, interval_s=0.0).write(result)
+
+
+def test_pictures_per_call_must_be_positive() -> None:
+    out: Channel[Frame] = Channel("decoded", 4)
+    with pytest.raises(ValueError, match="pictures per call must be >= 1, got 0"):
+        DecodeStage(FakeSource("f", 1), lambda s: FakeDecoder(), out, PipelineMetrics(),
+                    pictures_per_call=0)
