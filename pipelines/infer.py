@@ -39,12 +39,10 @@ class InferStage(Stage):
         try:
             while True:
                 try:
-                    taken = await self.input.get_batch(self.batch_size, self.batch_timeout_s)
+                    taken = await self.take(self.input, self.batch_size, self.batch_timeout_s)
                 except ChannelClosed:
                     return
-                fresh = self._fresh([item for item, _ in taken])
-                for _, waited in taken:
-                    self.metrics.observe_wait(self.name, waited)
+                fresh = self._fresh(taken)
                 if not fresh:
                     continue
                 self.metrics.observe_batch(sum(len(b) for b in fresh))

@@ -13,11 +13,15 @@ import asyncio
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pipelines.metrics import PipelineMetrics
 
+if TYPE_CHECKING:
+    from pipelines.channel import Channel
+
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class Worker:
@@ -60,6 +64,14 @@ class Stage(abc.ABC):
     def request_stop(self) -> None:
         """Ask a source stage to stop producing; the rest of the pipeline then drains."""
         self._stopping = True
+
+    async def take(self, channel: Channel[T], most: int, timeout_s: float = 0.0) -> list[T]:
+        """Up to ``most`` items of ``channel`` (see ``Channel.get_batch``), each one's wait in
+        the channel recorded under the stage's name; raises ChannelClosed when it is done."""
+        taken = await channel.get_batch(most, timeout_s)
+        for _, waited in taken:
+            self.metrics.observe_wait(self.name, waited)
+        return [item for item, _ in taken]
 
     async def call(self, fn: Callable[..., R], *args: object) -> tuple[R, float]:
         """Run ``fn`` on this stage's worker and record its work time under the stage's name."""

@@ -10,6 +10,8 @@ cost, not a stage a user can speed up separately, so they count against it.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +40,16 @@ class StagesAlone:
         alone and no core ever idled: the ceiling when the stages share the cores."""
         cpu_ms = self.feed_cpu_ms + self.infer_cpu_ms
         return cores * 1e3 / cpu_ms if cpu_ms > 0 else float("inf")
+
+    @classmethod
+    def median(cls, runs: Sequence[StagesAlone]) -> StagesAlone:
+        """Each figure's median over repeated measurements of the same threads and batch."""
+        def mid(name: str) -> float:
+            return float(statistics.median(getattr(r, name) for r in runs))
+
+        first = runs[0]
+        return cls(mid("feed_fps"), mid("infer_fps"), first.decode_threads, first.infer_threads,
+                   first.batch_size, mid("feed_cpu_ms"), mid("infer_cpu_ms"))
 
     def as_dict(self) -> dict[str, float | int]:
         return {"feed_fps": self.feed_fps, "infer_fps": self.infer_fps,

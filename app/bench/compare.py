@@ -77,18 +77,13 @@ def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
             row["ratio_to_hand_loop"] = m.fps / hand.fps
             row["ratio_to_fp32_hand_loop"] = m.fps / baseline_fp32.fps
             if m is ours and alone.get(label):
-                stages = alone[label]
-                feed = float(np.median([a.feed_fps for a in stages]))
-                infer = float(np.median([a.infer_fps for a in stages]))
-                cpu_ceiling = float(np.median([a.cpu_ceiling_fps(CORES) for a in stages]))
-                row["alone"] = stages[0].as_dict() | {
-                    "feed_fps": feed, "infer_fps": infer,
-                    "feed_cpu_ms": float(np.median([a.feed_cpu_ms for a in stages])),
-                    "infer_cpu_ms": float(np.median([a.infer_cpu_ms for a in stages]))}
-                row["efficiency"] = m.fps / min(feed, infer)
+                stages = StagesAlone.median(alone[label])
+                row["alone"] = stages.as_dict()
+                row["efficiency"] = m.fps / stages.slowest_fps
                 # the stages share the cores: their CPU time alone, summed, bounds fps too
-                row["cpu_ceiling_fps"] = cpu_ceiling
-                row["efficiency_vs_ceiling"] = m.fps / min(feed, infer, cpu_ceiling)
+                row["cpu_ceiling_fps"] = stages.cpu_ceiling_fps(CORES)
+                row["efficiency_vs_ceiling"] = m.fps / min(stages.slowest_fps,
+                                                           row["cpu_ceiling_fps"])
             rows.append(row)
     return rows
 

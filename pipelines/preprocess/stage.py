@@ -35,12 +35,9 @@ class PreprocessStage(Stage):
                 try:
                     # the frames already waiting, in one call to the worker: each hand-over
                     # costs the event loop a future, a wake-up and a callback
-                    taken = await self.input.get_batch(TAKE_AT_ONCE, 0.0)
+                    frames = await self.take(self.input, TAKE_AT_ONCE)
                 except ChannelClosed:
                     return
-                for _, waited in taken:
-                    self.metrics.observe_wait(self.name, waited)
-                frames = [frame for frame, _ in taken]
                 batches, seconds = await self.call(self._prepare, frames)
                 for frame, batch in zip(frames, batches, strict=True):
                     frame.timings["preprocess"] = seconds / len(frames)

@@ -46,12 +46,9 @@ class SinkStage(Stage):
             try:
                 # whatever results are waiting, in one call to the worker: a write is often
                 # cheaper than the hand-over to the thread
-                taken = await self.input.get_batch(TAKE_AT_ONCE, 0.0)
+                results = await self.take(self.input, TAKE_AT_ONCE)
             except ChannelClosed:
                 return
-            for _, waited in taken:
-                self.metrics.observe_wait(self.name, waited)
-            results = [result for result, _ in taken]
             await self.call(self._write, results)
             for result in results:
                 self._account(result)
