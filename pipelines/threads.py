@@ -25,15 +25,19 @@ then keeps ``cores - 1`` inference threads (at least one) whenever decoding and
 preprocessing cost at least ``COMPARABLE`` times inference per frame, all cores otherwise.
 Live sources cannot be read ahead; without their decode cost the plan keeps a core for them.
 
-Decoder threads: when feeding is the heavier side, each file's FFmpeg decoder gets
-``cores // files`` threads (frame threading), so decoding also fills whatever inference
-leaves idle of the other cores; otherwise one. Measured on the same clip (`vidpipe run
-build/demo/clip.mp4 --model models/zoo/shapes-yolo/model.pruned50.onnx --decode-threads N`,
-inference 1 thread): 1 decoder thread 98-103 fps, 2 threads 112-125 fps. For the
-inference-bound FP32 and INT8 models decoder threads changed nothing beyond the noise
-(53-59 and 69-83 fps across the four combinations of 1 and 2 threads each). Live sources
-always decode on one thread: FFmpeg's frame threading holds one frame per extra thread
-before the first comes out, a frame interval of latency each.
+Decoder threads: one per file, unless decoding a file on one thread would take more than
+``FRAME_THREADS_FROM`` times the time inference has for each of that file's frames
+(``streams x inference ms / (cores - 1)``); then each file's FFmpeg decoder gets
+``cores // files`` threads (frame threading). Frame threading costs CPU of its own (on the
+demo clip 3.8 ms per frame over two threads against 3.4 on one), and on shared cores that CPU
+is taken from inference. Measured after the decoder kept its converter (stop 12; interleaved,
+600 frames, fps medians; ``--decode-threads 1`` vs ``2``, inference 1 thread): pruned 50 %
+INT8 166.5 vs 156.4 (5 runs; feeding 5-7 ms against inference 4.1), pruned 50 % 140.7 vs
+125.4 (4 runs). Before, when converting each picture cost 2 ms more, two threads had won
+(112-125 vs 98-103 fps): a decoder much slower than inference still needs them. The
+inference-bound FP32 and INT8 models keep every core for inference and decode on one thread.
+Live sources always decode on one thread: FFmpeg's frame threading holds one frame per extra
+thread before the first comes out, a frame interval of latency each.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from pipelines.preprocess.opencv import OpenCVPreprocessor
 log = logging.getLogger(__name__)
 
 COMPARABLE = 1.0  # decode + preprocess / inference per frame from which a core is kept
+FRAME_THREADS_FROM = 2.0  # a file's decoding / inference's time for its frames: more threads
 PROBE_FRAMES = 8
 
 
@@ -160,9 +165,20 @@ def plan_threads(costs: StageCosts | None, cores: int, *, infer_threads: int | N
                 f"{costs.infer_ms:.1f} ms/frame on 1 thread")
     if share >= COMPARABLE:
         if decode_threads is None:
-            decode = max(1, cores // max(1, costs.streams))
+            decode = _decoder_threads(costs.feed_ms, costs.infer_ms, costs.streams, cores)
         return ThreadPlan(cores - 1, decode, f"{measured}: feeding costs as much, so "
                           f"{cores - 1} of {cores} cores to inference, one kept for "
                           f"decoding, {decode} decoder thread{'s' if decode > 1 else ''} "
                           f"per file")
     return ThreadPlan(cores, decode, f"{measured}: inference-bound, all {cores} cores to it")
+
+
+def _decoder_threads(feed_ms: float, infer_ms: float, streams: int, cores: int) -> int:
+    """FFmpeg threads per file when one of ``cores`` (>= 2) is kept for feeding ``streams``
+    files that cost ``feed_ms`` per frame in all (see the module doc)."""
+    streams = max(1, streams)
+    per_file_ms = feed_ms / streams
+    time_per_file_frame = streams * infer_ms / (cores - 1)
+    if per_file_ms > FRAME_THREADS_FROM * time_per_file_frame:
+        return max(1, cores // streams)
+    return 1

@@ -7,6 +7,13 @@ With a ``ScaleTo``, each picture leaves FFmpeg already at the size the model's l
 draws it at: one ``sws_scale`` converts YUV to RGB and shrinks in the same pass, instead of
 converting every source pixel to RGB (1280x720 for a 320x180 picture) and resizing after.
 Only for pipelines whose sinks never need the full picture (``build.py`` decides).
+
+``RGBConverter`` keeps one swscale context per stream, on one thread. ``VideoFrame.to_ndarray``
+alone makes a new context for every frame, with a pool of threads sized to the machine:
+setting the filters and threads up again for each picture cost more than the conversion
+itself (720p H.264 to 320x180 RGB, AREA filter, 300 frames, the median of four interleaved
+runs on the 2-core machine: 2.8 ms of CPU per frame that way, 0.9 ms with the context
+kept, decoding 3.5 ms).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from fractions import Fraction
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from models.spec import InputSpec
 from pipelines.errors import DecodeError
@@ -50,6 +58,34 @@ class ScaleTo:
         return Letterbox.fit(source, self.input_size, self.mode).resized
 
 
+# swscale's own threads: one. The decoder runs on a stage's thread beside FFmpeg's decoding
+# threads and the other stages; a converter that spread each picture over every core would
+# only contend with them.
+CONVERT_THREADS = 1
+
+
+class RGBConverter:
+    """Decoded frames to RGB arrays (at ``scale``'s size when given), through one swscale
+    context kept for the stream: FFmpeg sets it up again only when the frames' size or
+    format changes. One thread uses it at a time."""
+
+    def __init__(self, scale: ScaleTo | None = None) -> None:
+        self.scale = scale
+        self._sws = VideoReformatter()
+
+    def convert(self, frame: av.VideoFrame) -> tuple[np.ndarray, tuple[int, int] | None]:
+        """The (H, W, 3) uint8 RGB picture, and the frame's (width, height) when scaled."""
+        if self.scale is None:
+            rgb = self._sws.reformat(frame, format="rgb24", threads=CONVERT_THREADS)
+            return rgb.to_ndarray(), None
+        source = (frame.width, frame.height)
+        width, height = self.scale.size_for(source)
+        rgb = self._sws.reformat(frame, width=width, height=height, format="rgb24",
+                                 interpolation=_filter(source, (width, height)),
+                                 threads=CONVERT_THREADS)
+        return rgb.to_ndarray(), source
+
+
 class PyAVDecoder:
     """Decode one video stream's packets. ``threads=0`` lets FFmpeg choose."""
 
@@ -61,7 +97,7 @@ class PyAVDecoder:
         self._codec.thread_type = "AUTO"
         self._codec.thread_count = threads
         self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
-        self.scale = scale
+        self._rgb = RGBConverter(scale)
 
     def decode(self, packet: av.Packet | None) -> list[DecodedPicture]:
         """The pictures this packet completes (often none or one; several at a flush).
@@ -75,12 +111,7 @@ class PyAVDecoder:
 
     def _picture(self, frame: av.VideoFrame) -> DecodedPicture:
         pts = float(frame.pts * self._time_base) if frame.pts is not None else None
-        if self.scale is None:
-            return DecodedPicture(frame.to_ndarray(format="rgb24"), pts)
-        source = (frame.width, frame.height)
-        width, height = self.scale.size_for(source)
-        image = frame.to_ndarray(width=width, height=height, format="rgb24",
-                                 interpolation=_filter(source, (width, height)))
+        image, source = self._rgb.convert(frame)
         return DecodedPicture(image, pts, source)
 
     def close(self) -> None:

@@ -14,12 +14,12 @@ import torch
 from models.spec import InputSpec
 from pipelines.build import PipelineOptions, decoder_scale
 from pipelines.channel import Channel
-from pipelines.decode.pyav import PyAVDecoder, ScaleTo
+from pipelines.decode.pyav import PyAVDecoder, RGBConverter, ScaleTo
 from pipelines.decode.stage import FILE_READ_AHEAD, DecodeStage
 from pipelines.errors import ChannelClosed
 from pipelines.frame import Frame
 from pipelines.metrics import PipelineMetrics
-from pipelines.preprocess.letterbox import Letterbox
+from pipelines.preprocess.letterbox import Letterbox, wants_area_filter
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 from tests.fakes import FAKE_SPEC, FakeDecoder, FakeSource, ListSink
 
@@ -137,3 +137,21 @@ def test_pictures_per_call_must_be_positive() -> None:
     with pytest.raises(ValueError, match="pictures per call must be >= 1, got 0"):
         DecodeStage(FakeSource("f", 1), lambda s: FakeDecoder(), out, PipelineMetrics(),
                     pictures_per_call=0)
+
+
+def test_the_kept_converter_gives_what_a_fresh_conversion_gives_across_size_changes() -> None:
+    convert = RGBConverter(ScaleTo((96, 96)))
+    full = RGBConverter()
+    rng = np.random.default_rng(0)
+    for width, height in [(320, 180), (128, 96), (320, 180), (64, 200)]:
+        rgb = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+        image, source = convert.convert(frame)
+        size = Letterbox.fit((width, height), (96, 96)).resized
+        assert source == (width, height) and image.shape == (size[1], size[0], 3)
+        area = wants_area_filter((width, height), size)
+        fresh = frame.to_ndarray(width=size[0], height=size[1], format="rgb24",
+                                 interpolation="AREA" if area else "BILINEAR")
+        assert np.array_equal(image, fresh)
+        image, source = full.convert(frame)
+        assert source is None and np.array_equal(image, frame.to_ndarray(format="rgb24"))

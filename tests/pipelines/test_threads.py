@@ -15,8 +15,10 @@ from pipelines.threads import StageCosts, measure_feed_ms, measure_infer_ms, pla
 
 @pytest.mark.parametrize("costs, cores, infer, decode, words", [
     (StageCosts(16.1, 9.3), 2, 2, 1, "inference-bound"),  # shapes-yolo FP32 on 720p
-    (StageCosts(3.7, 6.4), 2, 1, 2, "feeding costs as much"),  # its pruned variant
-    (StageCosts(3.7, 6.4), 8, 7, 8, "7 of 8"),
+    # its pruned variant: one decoder thread keeps up with one inference thread
+    (StageCosts(3.7, 6.4), 2, 1, 1, "feeding costs as much"),
+    (StageCosts(3.7, 8.0), 2, 1, 2, "2 decoder threads"),  # decoding over twice inference
+    (StageCosts(3.7, 6.4), 8, 7, 8, "7 of 8"),  # 7 inference threads outrun one decoder
     (StageCosts(3.7, 12.8, streams=2), 2, 1, 1, "1 decoder thread per file"),
     (StageCosts(3.7, 25.6, streams=4), 8, 7, 2, "2 decoder threads per file"),
     (StageCosts(5.0, None), 2, 1, 1, "live source"),
