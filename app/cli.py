@@ -64,8 +64,9 @@ BatchOpt = Annotated[int, typer.Option(
 TimeoutOpt = Annotated[float, typer.Option(
     "--batch-timeout-ms", help="Longest wait for a batch to fill after its first frame.")]
 InferThreadsOpt = Annotated[int | None, typer.Option(
-    "--infer-threads", help="ONNX Runtime threads (default: chosen from the measured cost "
-    "of decoding vs inference, logged).")]
+    "--infer-threads", help="ONNX Runtime threads of one inference call at a time (default: "
+    "chosen from the measured cost of decoding vs inference, as two calls at once where the "
+    "threads split evenly; logged).")]
 DecodeThreadsOpt = Annotated[int | None, typer.Option(
     "--decode-threads", help="FFmpeg threads per stream (default: 1, or cores / files when "
     "decoding a file on one thread costs over twice inference's time for its frames; "

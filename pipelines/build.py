@@ -159,8 +159,8 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
         costs = (probe_costs(model_path, spec, sources, scaled=scale is not None)
                  if options.infer_threads is None and cores > 1 else None)
         plan = choose_threads(options, cores, costs)
-        log.info("threads: inference %d, decode %d per stream (%s)", plan.infer, plan.decode,
-                 plan.reason)
+        log.info("threads: inference %d x %d at once, decode %d per stream (%s)", plan.infer,
+                 plan.infer_workers, plan.decode, plan.reason)
         if scale is not None:
             log.info("decoding straight to the model's letterbox size (input %dx%d): no sink "
                      "needs the full pictures", *scale.input_size)
@@ -178,7 +178,8 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
         batch_size = input_info.fixed_batch
     pipeline = wire_pipeline(sources,
                              lambda s: PyAVDecoder(s.video, threads=plan.decode, scale=scale),
-                             backend, input_info.name, spec, sinks, metrics, options, batch_size)
+                             backend, input_info.name, spec, sinks, metrics, options, batch_size,
+                             infer_workers=plan.infer_workers)
     pipeline.threads = plan
     return pipeline
 
@@ -195,8 +196,9 @@ def decoder_scale(spec: ModelSpec, sinks: Sequence[Sink],
 def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], PictureDecoder],
                   backend: Backend, input_name: str, spec: ModelSpec, sinks: Sequence[Sink],
                   metrics: PipelineMetrics, options: PipelineOptions,
-                  batch_size: int) -> Pipeline:
-    """Stages and channels around already opened parts (tests pass fakes here)."""
+                  batch_size: int, *, infer_workers: int = 1) -> Pipeline:
+    """Stages and channels around already opened parts (tests pass fakes here);
+    ``infer_workers`` batches are inferred at once."""
     def drop(item: Any, cause: str) -> None:
         account_drop(metrics, item, cause)
 
@@ -227,7 +229,7 @@ def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], 
     results = channel("results")
     stages.append(InferStage(backend, input_name, prepared, inferred, metrics,
                              batch_size=batch_size, batch_timeout_ms=options.batch_timeout_ms,
-                             max_age_s=options.max_age_s))
+                             max_age_s=options.max_age_s, workers=infer_workers))
     keep_images = any(s.wants_images for s in sinks)
     stages.append(PostprocessStage(spec, inferred, results, metrics, keep_images=keep_images))
     stages.append(SinkStage(sinks, spec, results, metrics))

@@ -121,11 +121,12 @@ class PipelineMetrics:
         return Samples(self._window)
 
     # -- recording ---------------------------------------------------------------------------
-    def register_stage(self, stage: str) -> None:
-        self.stage_instances[stage] += 1
+    def register_stage(self, stage: str, threads: int = 1) -> None:
+        """A stage instance whose work runs on ``threads`` threads (each counts as one)."""
+        self.stage_instances[stage] += threads
 
-    def unregister_stage(self, stage: str) -> None:
-        self.stage_instances[stage] -= 1
+    def unregister_stage(self, stage: str, threads: int = 1) -> None:
+        self.stage_instances[stage] -= threads
 
     def register_channel(self, name: str, capacity: int, depth: Callable[[], float]) -> None:
         self._capacity.labels(name).set(capacity)

@@ -76,7 +76,7 @@ class Pipeline:
         """Take this pipeline's stages and channels out of the shared metrics, for a service
         that removes it while others go on."""
         for stage in self.stages:
-            self.metrics.unregister_stage(stage.name)
+            self.metrics.unregister_stage(stage.name, stage.worker.threads)
         for channel in self.channels:
             self.metrics.unregister_channel(channel.name)
 

@@ -25,11 +25,16 @@ T = TypeVar("T")
 
 
 class Worker:
-    """A single thread that runs a stage's calls one at a time, and times them."""
+    """The thread (or ``threads`` threads) that runs a stage's calls, and times them. One
+    thread runs one call at a time; with more, as many calls run at once."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, threads: int = 1) -> None:
+        if threads < 1:
+            raise ValueError(f"worker threads must be >= 1, got {threads}")
         self.name = name
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"vidpipe-{name}")
+        self.threads = threads
+        self._executor = ThreadPoolExecutor(max_workers=threads,
+                                            thread_name_prefix=f"vidpipe-{name}")
 
     async def run(self, fn: Callable[..., R], *args: object) -> tuple[R, float]:
         """Run ``fn(*args)`` on the worker thread; return its result and the seconds it took
@@ -50,12 +55,13 @@ class Stage(abc.ABC):
     """A pipeline step. Subclasses implement ``run``: read input channel(s), call into the
     worker, write output channel(s), and close their outputs when their input ends."""
 
-    def __init__(self, name: str, metrics: PipelineMetrics, *, worker_name: str | None = None):
+    def __init__(self, name: str, metrics: PipelineMetrics, *, worker_name: str | None = None,
+                 threads: int = 1):
         self.name = name
         self.metrics = metrics
-        self.worker = Worker(worker_name or name)
+        self.worker = Worker(worker_name or name, threads)
         self._stopping = False
-        metrics.register_stage(name)
+        metrics.register_stage(name, threads)  # busy fractions are per thread
 
     @abc.abstractmethod
     async def run(self) -> None:

@@ -26,10 +26,11 @@ class StagesAlone:
     feed_fps: float  # decode + preprocess, ``decode_threads`` FFmpeg threads
     infer_fps: float  # inference in batches of ``batch_size``, ``infer_threads`` threads
     decode_threads: int
-    infer_threads: int
+    infer_threads: int  # per call
     batch_size: int
     feed_cpu_ms: float = 0.0  # CPU time per frame (all threads) while feeding alone
     infer_cpu_ms: float = 0.0  # CPU time per frame while inferring alone
+    infer_workers: int = 1  # inference calls at once
 
     @property
     def slowest_fps(self) -> float:
@@ -49,24 +50,25 @@ class StagesAlone:
 
         first = runs[0]
         return cls(mid("feed_fps"), mid("infer_fps"), first.decode_threads, first.infer_threads,
-                   first.batch_size, mid("feed_cpu_ms"), mid("infer_cpu_ms"))
+                   first.batch_size, mid("feed_cpu_ms"), mid("infer_cpu_ms"),
+                   first.infer_workers)
 
     def as_dict(self) -> dict[str, float | int]:
         return {"feed_fps": self.feed_fps, "infer_fps": self.infer_fps,
                 "decode_threads": self.decode_threads, "infer_threads": self.infer_threads,
                 "batch_size": self.batch_size, "feed_cpu_ms": self.feed_cpu_ms,
-                "infer_cpu_ms": self.infer_cpu_ms}
+                "infer_cpu_ms": self.infer_cpu_ms, "infer_workers": self.infer_workers}
 
 
 def measure_alone(clip: Path, model_path: Path, spec: ModelSpec, *, decode_threads: int,
-                  infer_threads: int, batch_size: int,
-                  frame_limit: int | None = None) -> StagesAlone:
+                  infer_threads: int, batch_size: int, frame_limit: int | None = None,
+                  infer_workers: int = 1) -> StagesAlone:
     """Decode + preprocess ``clip`` (up to ``frame_limit`` frames); then time inference in
-    batches of ``batch_size``; each side alone."""
+    batches of ``batch_size``, ``infer_workers`` calls at once; each side alone."""
     feed = time_feed(clip, spec.input, frame_limit, threads=decode_threads)
     if feed is None:
         raise ValueError(f"{clip}: fewer than two frames decoded")
     infer = time_infer(model_path, spec.input.image_shape, spec.input.dtype, INFER_CALLS,
-                       threads=infer_threads, batch=batch_size)
+                       threads=infer_threads, batch=batch_size, workers=infer_workers)
     return StagesAlone(1e3 / feed.wall_ms, 1e3 / infer.wall_ms, decode_threads, infer_threads,
-                       batch_size, feed.cpu_ms, infer.cpu_ms)
+                       batch_size, feed.cpu_ms, infer.cpu_ms, infer_workers)

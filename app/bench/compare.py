@@ -55,7 +55,8 @@ def compare(clip: Path, variants: dict[str, tuple[Path, ModelSpec]], options: Pi
             plan = ours.threads or {"decode": 1, "infer": CORES}
             alone[label].append(measure_alone(
                 clip, path, spec, decode_threads=plan["decode"], infer_threads=plan["infer"],
-                batch_size=options.batch_size, frame_limit=frame_limit))
+                batch_size=options.batch_size, frame_limit=frame_limit,
+                infer_workers=plan.get("infer_workers", 1)))
             _advance(progress)
     return _compare_rows(variants, runs, alone)
 

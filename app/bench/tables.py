@@ -27,7 +27,8 @@ def compare_table(rows: list[dict[str, Any]]) -> Table:
                     "x fp32", "alone f / i", "eff.", "cpu ceil.", "eff. c"])
     table.caption = ("busy %: d decode, p preprocess, i infer; x hand: fps over the hand loop "
                      "with the same model (its faster thread setting); x fp32: over the FP32 "
-                     "hand loop; vidpipe Nt: the inference threads it chose (bench.json: why); "
+                     "hand loop; vidpipe Nt: the inference threads it chose (WxNt: W calls "
+                     "at once on N threads each; bench.json: why); "
                      "alone f / i: fps of decode+preprocess and of inference each run alone "
                      "with vidpipe's threads; eff.: fps over the slower of the two; cpu "
                      "ceil.: cores x 1000 / (CPU ms per frame of both alone), the most the "
@@ -35,7 +36,9 @@ def compare_table(rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         runner = r["variant"].replace("hand loop, ", "hand ").replace(" threads", "t")
         if r.get("threads"):
-            runner += f" {r['threads']['infer']}t"
+            workers = r["threads"].get("infer_workers", 1)
+            calls = f"{workers}x" if workers > 1 else ""
+            runner += f" {calls}{r['threads']['infer']}t"
         table.add_row(r["model"], runner.replace(" thread", "t"), f"{r['fps']:.1f}",
                       f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}", f"{r['cpu_util']:.0%}", _busy(r),
                       f"{r['ratio_to_hand_loop']:.2f}", f"{r['ratio_to_fp32_hand_loop']:.2f}",

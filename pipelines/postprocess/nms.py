@@ -3,12 +3,17 @@
 Detectors without NMS inside (YOLO exports) propose many overlapping boxes for one object;
 NMS keeps the best-scoring box of each cluster. Each greedy step compares the current best
 box with all remaining candidates at once, so the Python loop runs once per *kept* box, not
-once per pair.
+once per pair. Up to ``MATRIX_MAX`` candidates (a detector's usual few dozen after the score
+threshold) every pairwise IoU is computed in one pass first, and each step is then one
+row lookup: 0.2 instead of 0.8 ms per frame for shapes-yolo's 10-12 boxes from about 40
+candidates. Both ways give the same boxes (the tests hold them to a pair-by-pair reference).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+MATRIX_MAX = 512  # candidates up to which all pairwise IoUs are computed at once (~2 MB)
 
 
 def nms(
@@ -32,8 +37,11 @@ def nms(
         return np.zeros(0, dtype=np.intp)
     classes = None if class_id is None else np.asarray(class_id)
     limit = boxes.shape[0] if max_keep is None else max_keep
-    area = _area(boxes)
     order = np.argsort(-scores, kind="stable")
+    if boxes.shape[0] <= MATRIX_MAX:
+        return _greedy_on_matrix(boxes[order], None if classes is None else classes[order],
+                                 iou_threshold, limit, order)
+    area = _area(boxes)
     keep: list[int] = []
     while order.size > 0 and len(keep) < limit:
         best, rest = int(order[0]), order[1:]
@@ -43,6 +51,27 @@ def nms(
             suppressed &= classes[rest] == classes[best]
         order = rest[~suppressed]
     return np.asarray(keep, dtype=np.intp)
+
+
+def _greedy_on_matrix(boxes: np.ndarray, classes: np.ndarray | None, iou_threshold: float,
+                      limit: int, order: np.ndarray) -> np.ndarray:
+    """Greedy NMS over boxes already sorted best first, from their pairwise IoUs; returns
+    the kept boxes' indices in ``order``."""
+    suppresses = box_iou(boxes, boxes) > iou_threshold
+    if classes is not None:
+        suppresses &= classes[:, None] == classes[None, :]
+    alive = np.ones(boxes.shape[0], dtype=bool)
+    keep: list[int] = []
+    start = 0
+    while len(keep) < limit:
+        ahead = np.flatnonzero(alive[start:])
+        if ahead.size == 0:
+            break
+        best = start + int(ahead[0])
+        keep.append(best)
+        start = best + 1
+        alive[start:] &= ~suppresses[best, start:]
+    return order[np.asarray(keep, dtype=np.intp)]
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The engine with fakes: accounting invariant, overlap of stages, batching across streams."""
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -11,13 +12,14 @@ from tests.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSin
 
 
 def build(sources, backend, *, decoder=None, sink=None, batch_size=4, policy=None,
-          capacity=4, timeout_ms=5.0):
+          capacity=4, timeout_ms=5.0, infer_workers=1):
     metrics = PipelineMetrics()
     sink = sink or ListSink()
     options = PipelineOptions(batch_size=batch_size, policy=policy, capacity=capacity,
                               batch_timeout_ms=timeout_ms)
     pipeline = wire_pipeline(sources, lambda s: decoder or FakeDecoder(), backend, "image",
-                             FAKE_SPEC, [sink], metrics, options, batch_size)
+                             FAKE_SPEC, [sink], metrics, options, batch_size,
+                             infer_workers=infer_workers)
     return pipeline, metrics, sink
 
 
@@ -53,6 +55,44 @@ def test_results_of_each_stream_come_out_in_order():
     for sid in "abc":
         indices = [r.frame.index for r in sink.results if r.frame.stream_id == sid]
         assert indices == list(range(40))
+
+
+class _UnevenBackend(FakeBackend):
+    """Every other call is slow, so a later batch often finishes before an earlier one; it
+    counts how many calls ran at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = self.running = self.most_at_once = 0
+        self._lock = threading.Lock()
+
+    def infer(self, feeds):
+        with self._lock:
+            self.calls += 1
+            slow = self.calls % 2 == 1
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            time.sleep(0.02 if slow else 0.001)
+            return super().infer(feeds)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batches_inferred_at_once_still_come_out_in_order(workers):
+    sources = [FakeSource("a", 60), FakeSource("b", 60)]
+    backend = _UnevenBackend()
+    pipeline, metrics, sink = build(sources, backend, batch_size=2, infer_workers=workers)
+    asyncio.run(pipeline.run())
+    for sid in "ab":
+        indices = [r.frame.index for r in sink.results if r.frame.stream_id == sid]
+        assert indices == list(range(60))
+        assert_books_balance(metrics, sid, 60)
+    assert backend.most_at_once == workers
+    (infer,) = [s for s in metrics.stage_summaries() if s.stage == "infer"]
+    assert infer.instances == workers  # busy is per thread: 0..1 with any number
 
 
 def test_decode_errors_and_missing_frames_are_counted():

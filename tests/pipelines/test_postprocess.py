@@ -15,6 +15,7 @@ import pytest
 from models.spec import OutputSpec
 from pipelines.errors import ModelError
 from pipelines.frame import Detections
+from pipelines.postprocess import nms as nms_module
 from pipelines.postprocess.nms import box_iou, nms
 from pipelines.postprocess.yolo import (
     decode_outputs,
@@ -79,10 +80,12 @@ def reference_nms(xyxy: np.ndarray, score: np.ndarray, threshold: float,
          "iou-at-threshold", "iou-above-threshold", "chain", "tie", "max-keep", "max-keep-0",
          "degenerate"],
 )
+@pytest.mark.parametrize("matrix_max", [nms_module.MATRIX_MAX, 0], ids=["matrix", "rows"])
 def test_nms_cases(
     boxes: list[list[float]], scores: list[float], classes: list[int] | None, threshold: float,
-    max_keep: int | None, expected: list[int],
+    max_keep: int | None, expected: list[int], matrix_max: int, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(nms_module, "MATRIX_MAX", matrix_max)
     xyxy = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
     class_id = None if classes is None else np.asarray(classes)
     kept = nms(xyxy, np.asarray(scores, np.float32), threshold, class_id, max_keep)
@@ -90,9 +93,12 @@ def test_nms_cases(
     assert kept.tolist() == expected
 
 
+@pytest.mark.parametrize("matrix_max", [nms_module.MATRIX_MAX, 0], ids=["matrix", "rows"])
 @pytest.mark.parametrize("class_aware", [False, True])
 @pytest.mark.parametrize("seed", range(5))
-def test_nms_matches_pairwise_reference(seed: int, class_aware: bool) -> None:
+def test_nms_matches_pairwise_reference(seed: int, class_aware: bool, matrix_max: int,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nms_module, "MATRIX_MAX", matrix_max)
     rng = np.random.default_rng(seed)
     n = 200
     xy = rng.uniform(0, 300, (n, 2))

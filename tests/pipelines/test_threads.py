@@ -13,26 +13,30 @@ from models.zoo import resolve_model
 from pipelines.threads import StageCosts, measure_feed_ms, measure_infer_ms, plan_threads
 
 
-@pytest.mark.parametrize("costs, cores, infer, decode, words", [
-    (StageCosts(16.1, 9.3), 2, 2, 1, "inference-bound"),  # shapes-yolo FP32 on 720p
+@pytest.mark.parametrize("costs, cores, infer, workers, decode, words", [
+    # shapes-yolo FP32 on 720p: both cores to inference, as two one-thread calls
+    (StageCosts(16.1, 9.3), 2, 1, 2, 1, "inference-bound, all 2 cores to it, as 2 calls"),
     # its pruned variant: one decoder thread keeps up with one inference thread
-    (StageCosts(3.7, 6.4), 2, 1, 1, "feeding costs as much"),
-    (StageCosts(3.7, 8.0), 2, 1, 2, "2 decoder threads"),  # decoding over twice inference
-    (StageCosts(3.7, 6.4), 8, 7, 8, "7 of 8"),  # 7 inference threads outrun one decoder
-    (StageCosts(3.7, 12.8, streams=2), 2, 1, 1, "1 decoder thread per file"),
-    (StageCosts(3.7, 25.6, streams=4), 8, 7, 2, "2 decoder threads per file"),
-    (StageCosts(5.0, None), 2, 1, 1, "live source"),
-    (StageCosts(5.0, 9.0), 1, 1, 1, "1 core"),
-    (None, 4, 4, 1, "not measured"),
+    (StageCosts(3.7, 6.4), 2, 1, 1, 1, "feeding costs as much"),
+    (StageCosts(3.7, 8.0), 2, 1, 1, 2, "2 decoder threads"),  # decoding over twice inference
+    (StageCosts(3.7, 6.4), 8, 7, 1, 8, "7 of 8"),  # 7 inference threads outrun one decoder
+    (StageCosts(3.7, 12.8, streams=2), 2, 1, 1, 1, "1 decoder thread per file"),
+    (StageCosts(3.7, 25.6, streams=4), 8, 7, 1, 2, "2 decoder threads per file"),
+    (StageCosts(3.7, 6.4), 5, 2, 2, 5, "as 2 calls at once on 2 threads each"),
+    (StageCosts(5.0, None), 2, 1, 1, 1, "live source"),
+    (StageCosts(5.0, None), 3, 1, 2, 1, "live source"),
+    (StageCosts(5.0, 9.0), 1, 1, 1, 1, "1 core"),
+    (None, 4, 2, 2, 1, "not measured"),
 ])
-def test_plan_follows_the_measured_costs(costs, cores, infer, decode, words) -> None:
+def test_plan_follows_the_measured_costs(costs, cores, infer, workers, decode, words) -> None:
     plan = plan_threads(costs, cores)
-    assert (plan.infer, plan.decode) == (infer, decode) and words in plan.reason, plan
+    assert (plan.infer, plan.infer_workers, plan.decode) == (infer, workers, decode), plan
+    assert words in plan.reason, plan
 
 
 def test_given_threads_win() -> None:
     plan = plan_threads(StageCosts(3.7, 6.4), 2, infer_threads=2, decode_threads=3)
-    assert (plan.infer, plan.decode, plan.reason) == (2, 3, "given")
+    assert (plan.infer, plan.infer_workers, plan.decode, plan.reason) == (2, 1, 3, "given")
     assert plan_threads(StageCosts(3.7, 6.4), 2, decode_threads=1).decode == 1
     assert plan_threads(StageCosts(3.7, 6.4), 2, infer_threads=1).decode == 1
     assert plan_threads(StageCosts(3.7, 6.4), 2, decode_threads=0).decode == 0  # FFmpeg's
