@@ -5,8 +5,9 @@ NMS keeps the best-scoring box of each cluster. Each greedy step compares the cu
 box with all remaining candidates at once, so the Python loop runs once per *kept* box, not
 once per pair. Up to ``MATRIX_MAX`` candidates (a detector's usual few dozen after the score
 threshold) every pairwise IoU is computed in one pass first, and each step is then one
-row lookup: 0.2 instead of 0.8 ms per frame for shapes-yolo's 10-12 boxes from about 40
-candidates. Both ways give the same boxes (the tests hold them to a pair-by-pair reference).
+row lookup. Decoding a shapes-yolo frame (about 65 candidates, 10-12 kept) took 0.47 ms
+this way against 0.78-0.88 ms (box decoding included; two interleaved runs of 400 frames).
+Both ways give the same boxes (the tests hold them to a pair-by-pair reference).
 """
 
 from __future__ import annotations
@@ -78,11 +79,13 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pairwise IoU of (N, 4) and (M, 4) xyxy boxes, as an (N, M) array; 0 where both are empty."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    wh = np.clip(rb - lt, 0.0, None)
-    inter = wh[..., 0] * wh[..., 1]
-    union = _area(a)[:, None] + _area(b)[None, :] - inter
+    # one coordinate at a time: (N, 1) against (1, M), no (N, M, 2) temporaries
+    w = np.minimum(a[:, 2:3], b[:, 2]) - np.maximum(a[:, 0:1], b[:, 0])
+    h = np.minimum(a[:, 3:4], b[:, 3]) - np.maximum(a[:, 1:2], b[:, 1])
+    np.maximum(w, 0.0, out=w)
+    np.maximum(h, 0.0, out=h)
+    inter = np.multiply(w, h, out=w)
+    union = _area(a)[:, None] + _area(b) - inter
     return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
