@@ -69,12 +69,14 @@ def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
     rows = []
     baseline_fp32 = None
     for label in variants:
-        hands = [_median(runs[(label, k)]) for (lb, k) in runs if lb == label and k != "vidpipe"]
-        hand = max(hands, key=lambda m: m.fps)
+        hand_keys = [k for (lb, k) in runs if lb == label and k != "vidpipe"]
+        hand_key = max(hand_keys, key=lambda k: _median(runs[(label, k)]).fps)
+        hand = _median(runs[(label, hand_key)])
         ours = _median(runs[(label, "vidpipe")])
         baseline_fp32 = baseline_fp32 or hand
-        for m in (hand, ours):
-            row = _row(m) | {"model": label, "reps": len(runs[(label, "vidpipe")])}
+        for m, key in ((hand, hand_key), (ours, "vidpipe")):
+            row = _row(m) | {"model": label, "reps": len(runs[(label, "vidpipe")]),
+                             "fps_each_rep": [r.fps for r in runs[(label, key)]]}
             row["ratio_to_hand_loop"] = m.fps / hand.fps
             row["ratio_to_fp32_hand_loop"] = m.fps / baseline_fp32.fps
             if m is ours and alone.get(label):

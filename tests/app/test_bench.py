@@ -16,6 +16,8 @@ def test_bench_quick_compares_the_hand_loop_with_vidpipe_and_scales(small_clip, 
     assert hand["ratio_to_hand_loop"] == 1.0
     assert ours["ratio_to_hand_loop"] == ours["fps"] / hand["fps"]
     assert hand["frames"] == ours["frames"] == 30
+    assert hand["fps_each_rep"] == [hand["fps"]] and ours["fps_each_rep"] == [ours["fps"]]
+    assert ours["alone"]["infer_workers"] == ours["threads"]["infer_workers"]
     assert "alone" not in hand and ours["alone"]["infer_threads"] == ours["threads"]["infer"]
     slowest = min(ours["alone"]["feed_fps"], ours["alone"]["infer_fps"])
     assert ours["efficiency"] == ours["fps"] / slowest
