@@ -60,7 +60,8 @@ class InferStage(Stage):
                     continue
                 self.metrics.observe_batch(sum(len(b) for b in fresh))
                 running.append(asyncio.ensure_future(self.call(self._infer, fresh)))
-                if len(running) >= self.worker.threads:
+                # hand on what has finished in order; wait for the oldest when all are busy
+                while running and (running[0].done() or len(running) >= self.worker.threads):
                     await self._hand_on(running.popleft())
             while running:
                 await self._hand_on(running.popleft())

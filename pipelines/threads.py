@@ -34,7 +34,9 @@ interleaved, 600 frames, fps medians of three; the same pipeline with ``--infer-
 which means one call on two threads, against the plan's two calls on one): shapes-yolo FP32
 72.4 vs 63.4, INT8 109.3 vs 103.6. Alone, four-image batches: FP32 91 vs 70 fps, INT8 144 vs
 126. Only the 2-core split (2 x 1) has been measured; larger machines get 2 calls of half
-their inference threads each, unmeasured.
+their inference threads each, unmeasured. Live sources keep one call at a time: with two in
+flight, a finished batch is handed on only once the next one has been taken, which for a
+camera can be a frame interval later.
 
 Decoder threads: one per file, unless decoding a file on one thread would take more than
 ``FRAME_THREADS_FROM`` times the time inference has for each of that file's frames
@@ -181,9 +183,9 @@ def plan_threads(costs: StageCosts | None, cores: int, *, infer_threads: int | N
         return ThreadPlan(1, decode, "1 core")
     if costs is None:
         return _split(cores, decode, f"{cores} cores, all to inference (costs not measured)")
-    if costs.feed_ms is None:
-        return _split(cores - 1, decode, f"{cores} cores, one kept for decoding a live "
-                      f"source (inference {costs.infer_ms:.1f} ms/frame on 1 thread)")
+    if costs.feed_ms is None:  # one call at a time: no result waits behind the next frame
+        return ThreadPlan(cores - 1, decode, f"{cores} cores, one kept for decoding a live "
+                          f"source (inference {costs.infer_ms:.1f} ms/frame on 1 thread)")
     share = costs.feed_ms / costs.infer_ms
     measured = (f"decode+preprocess {costs.feed_ms:.1f} ms/frame, inference "
                 f"{costs.infer_ms:.1f} ms/frame on 1 thread")

@@ -24,7 +24,7 @@ from pipelines.threads import StageCosts, measure_feed_ms, measure_infer_ms, pla
     (StageCosts(3.7, 25.6, streams=4), 8, 7, 1, 2, "2 decoder threads per file"),
     (StageCosts(3.7, 6.4), 5, 2, 2, 5, "as 2 calls at once on 2 threads each"),
     (StageCosts(5.0, None), 2, 1, 1, 1, "live source"),
-    (StageCosts(5.0, None), 3, 1, 2, 1, "live source"),
+    (StageCosts(5.0, None), 3, 2, 1, 1, "live source"),  # one call at a time for a camera
     (StageCosts(5.0, 9.0), 1, 1, 1, 1, "1 core"),
     (None, 4, 2, 2, 1, "not measured"),
 ])
