@@ -41,9 +41,10 @@ camera can be a frame interval later.
 Decoder threads: one per file, unless decoding a file on one thread would take more than
 ``FRAME_THREADS_FROM`` times the time inference has for each of that file's frames
 (``streams x inference ms / (cores - 1)``); then each file's FFmpeg decoder gets
-``cores // files`` threads (frame threading). Frame threading costs CPU of its own (on the
-demo clip 3.8 ms per frame over two threads against 3.4 on one), and on shared cores that CPU
-is taken from inference. Measured after the decoder kept its converter (stop 12; interleaved,
+``cores // files`` threads (frame threading). Frame threading costs CPU of its own (demo
+clip: FFmpeg's two threads used 3.8 ms of CPU per frame inside the pipeline, per-thread CPU
+times; decoding alone on one thread 3.4-3.5 ms), and on shared cores that CPU is taken from
+inference. Measured after the decoder kept its converter (stop 12; interleaved,
 600 frames, fps medians; ``--decode-threads 1`` vs ``2``, inference 1 thread): pruned 50 %
 INT8 166.5 vs 156.4 (5 runs; feeding 5-7 ms against inference 4.1), pruned 50 % 140.7 vs
 125.4 (4 runs). Before, when converting each picture cost 2 ms more, two threads had won
@@ -110,8 +111,8 @@ def time_infer(model: Path, shape: Sequence[int], dtype: str = "float32", calls:
                threads: int = 1, batch: int = 1, workers: int = 1) -> ProbeTime:
     """Per frame, over ``calls`` ONNX Runtime calls (``threads`` intra-op threads each) on a
     blank batch of ``batch`` images of ``shape``, ``workers`` calls at once from as many
-    threads: the wall time per call round (the median one with one worker, the mean with
-    several), and the mean CPU time."""
+    threads: the wall time (with one worker from the median call, with several from the
+    whole run) and the mean CPU time."""
     with OnnxRuntimeBackend(model, threads=threads) as backend:
         feeds = {backend.inputs[0].name: np.zeros((batch, *shape), dtype=dtype)}
         backend.infer(feeds)  # first call: allocation and kernel selection
