@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from models.spec import ModelSpec
@@ -48,10 +48,8 @@ class StagesAlone:
         def mid(name: str) -> float:
             return float(statistics.median(getattr(r, name) for r in runs))
 
-        first = runs[0]
-        return cls(mid("feed_fps"), mid("infer_fps"), first.decode_threads, first.infer_threads,
-                   first.batch_size, mid("feed_cpu_ms"), mid("infer_cpu_ms"),
-                   first.infer_workers)
+        return replace(runs[0], feed_fps=mid("feed_fps"), infer_fps=mid("infer_fps"),
+                       feed_cpu_ms=mid("feed_cpu_ms"), infer_cpu_ms=mid("infer_cpu_ms"))
 
     def as_dict(self) -> dict[str, float | int]:
         return {"feed_fps": self.feed_fps, "infer_fps": self.infer_fps,

@@ -69,9 +69,10 @@ def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
     rows = []
     baseline_fp32 = None
     for label in variants:
-        hand_keys = [k for (lb, k) in runs if lb == label and k != "vidpipe"]
-        hand_key = max(hand_keys, key=lambda k: _median(runs[(label, k)]).fps)
-        hand = _median(runs[(label, hand_key)])
+        hands = {k: _median(runs[(lb, k)]) for (lb, k) in runs
+                 if lb == label and k != "vidpipe"}
+        hand_key = max(hands, key=lambda k: hands[k].fps)
+        hand = hands[hand_key]
         ours = _median(runs[(label, "vidpipe")])
         baseline_fp32 = baseline_fp32 or hand
         for m, key in ((hand, hand_key), (ours, "vidpipe")):
