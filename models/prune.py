@@ -1,13 +1,24 @@
 """Structured channel pruning of ShapesYOLO: L1 norm, torch-pruning's dependency graph, progressive.
 
-``prune`` removes ``ratio`` of the channels of every prunable layer (0.5: half of each
-layer's channels, about three quarters of the multiply-adds) in ``rounds`` equal steps, and
-fine-tunes on the training scenes after each step and longer after the last. Which channels
-go is decided by the L1 norm of their conv filters (``MagnitudeImportance(p=1)``), summed
-over every layer that torch-pruning's dependency graph ties together: the two sides of a
-residual add, a concat's inputs and the convs they feed, a BatchNorm and its conv. The
-library follows the graph; nothing here lists coupled layers by hand. The three 1x1 output
-convs are left whole (their output channels are the box sides, objectness, and classes).
+``prune`` removes ``ratio`` of the prunable channels (0.5: half of each layer's channels,
+about three quarters of the multiply-adds) in ``rounds`` equal steps, and fine-tunes on the
+training scenes after each step and longer after the last. Which channels go is decided by
+the L1 norm of their conv filters (``MagnitudeImportance(p=1)``), summed over every layer
+that torch-pruning's dependency graph ties together: the two sides of a residual add, a
+concat's inputs and the convs they feed, a BatchNorm and its conv. The library follows the
+graph; nothing here lists coupled layers by hand. The three 1x1 output convs are left whole
+(their output channels are the box sides, objectness, and classes).
+
+How the ratio is shared among the layers (``allocation``, ``layer_ratios``): "uniform" takes
+``ratio`` of every layer; "deep-first" (the default) takes at most half of the shallow
+layers (stem, stride-4 and stride-8 stages, neck, head) and the rest from the stride-16 and
+stride-32 stages, so that the same ``ratio`` of all channels goes. Up to 0.5 the two are the
+same. Above it, uniform pruning leaves the layers every box depends on too narrow to learn
+back: at 70% the stem keeps 4 channels and the neck 14. Measured on the shipped model, 70%,
+4 rounds, 2,400 final distilled steps on 6,400 scenes, eight held-out clips (FP32 0.9265):
+uniform (4-9-14-28-48 / neck 14, 104,402 parameters, 45 M multiply-adds) mAP@0.5 0.8514;
+deep-first with the deep stages at 80% (8-16-24-19-31 / neck 24, 86,717 parameters, 83 M
+multiply-adds) 0.8849: 4.16 points lost against 7.51.
 
 Fine-tuning learns from the labels and, with ``distill`` (the default), from the unpruned
 network itself: its objectness, class and box outputs on the same images are a second target
@@ -38,6 +49,8 @@ from models.detector import DetectorConfig, ShapesYOLO, count_parameters, make_g
 from models.train import SceneSet, TrainConfig, WeightAverage, _param_groups, _step, lr_factor
 
 MAX_RATIO = 0.9
+ALLOCATIONS: tuple[str, ...] = ("deep-first", "uniform")
+SHALLOW_MAX = 0.5  # the most of its channels a shallow layer loses under "deep-first"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +65,14 @@ class PruneConfig:
     scenes: int = 6400  # the training run's count (and, by seed, its scenes)
     threads: int = 2
     distill: bool = True  # fine-tune towards the unpruned network's outputs too
+    allocation: str = "deep-first"  # how ``ratio`` is shared among the layers (module doc)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.ratio <= MAX_RATIO:
             raise ValueError(f"ratio must be in (0, {MAX_RATIO}], got {self.ratio}")
+        if self.allocation not in ALLOCATIONS:
+            raise ValueError(f"allocation must be one of {', '.join(ALLOCATIONS)}, "
+                             f"got {self.allocation!r}")
         if self.rounds < 1 or self.round_steps < 0 or self.final_steps < 1:
             raise ValueError(f"rounds and final steps must be >= 1, round steps >= 0; got "
                              f"{self.rounds}, {self.final_steps}, {self.round_steps}")
@@ -82,11 +99,72 @@ class PruneResult:
     macs: tuple[int, int]  # multiply-adds per image at the configured input size
     wall_s: float
     history: list[dict[str, float]] = field(default_factory=list)
+    channels: tuple[int, int] = (0, 0)  # prunable conv channels: unpruned, after
+
+    @property
+    def channels_removed(self) -> float:
+        """Fraction of the unpruned architecture's prunable channels removed (torch-pruning
+        rounds per layer, so it can differ from ``config.ratio`` by a channel here and
+        there)."""
+        before, after = self.channels
+        return 1.0 - after / before if before else 0.0
 
     def log(self) -> dict[str, Any]:
         return {"config": asdict(self.config), "parameters": list(self.parameters),
-                "macs": list(self.macs), "wall_s": round(self.wall_s, 1),
-                "history": self.history}
+                "macs": list(self.macs), "channels": list(self.channels),
+                "wall_s": round(self.wall_s, 1), "history": self.history}
+
+
+def prunable_convs(model: ShapesYOLO) -> list[nn.Conv2d]:
+    """The convs whose output channels pruning may remove: all but the three output convs."""
+    kept = (model.box, model.obj, model.cls)
+    return [m for m in model.modules()
+            if isinstance(m, nn.Conv2d) and all(m is not k for k in kept)]
+
+
+def count_channels(model: ShapesYOLO) -> int:
+    return sum(int(c.out_channels) for c in prunable_convs(model))
+
+
+SHALLOW = ("stem", "stage4", "stage8", "lateral32", "fuse16", "fuse8", "box_branch",
+           "cls_branch")
+DEEP = ("stage16", "stage32")
+
+
+def layer_ratios(model: ShapesYOLO, ratio: float, allocation: str) -> dict[nn.Module, float]:
+    """Per-module pruning ratios (torch-pruning's ``pruning_ratio_dict``) that leave ``model``
+    with ``ratio`` of the channels of its unpruned architecture removed. ``model`` may be
+    pruned already (a 50% network taken on to 70%): each module's ratio is then what is left
+    to remove of the channels it still has, and 0 where it has no more to lose.
+
+    "uniform": every layer loses ``ratio``. "deep-first": the shallow layers (the stem and
+    the stride-4 and stride-8 stages, which see the most pixels, and the neck and head, which
+    every box passes through) lose at most ``SHALLOW_MAX``; the stride-16 and stride-32
+    stages, which hold most of the parameters and few of the multiply-adds, lose the rest.
+    Up to ``SHALLOW_MAX`` the two are the same.
+    """
+    unpruned = ShapesYOLO(model.config)
+    full = {name: _channels(getattr(unpruned, name)) for name in SHALLOW + DEEP}
+    shallow = sum(full[n] for n in SHALLOW)
+    deep = sum(full[n] for n in DEEP)
+    target = dict.fromkeys(SHALLOW + DEEP, ratio)
+    if allocation == "deep-first" and ratio > SHALLOW_MAX:
+        shallow_ratio = SHALLOW_MAX
+        deep_ratio = (ratio * (deep + shallow) - shallow_ratio * shallow) / deep
+        if deep_ratio > MAX_RATIO:  # the deep layers cannot take it all: the shallow share
+            deep_ratio = MAX_RATIO
+            shallow_ratio = (ratio * (deep + shallow) - deep_ratio * deep) / shallow
+        target = {**dict.fromkeys(SHALLOW, shallow_ratio), **dict.fromkeys(DEEP, deep_ratio)}
+    ratios: dict[nn.Module, float] = {}
+    for name, wanted in target.items():
+        module = getattr(model, name)
+        kept_now = _channels(module) / full[name]
+        ratios[module] = max(0.0, 1.0 - (1.0 - wanted) / kept_now)
+    return ratios
+
+
+def _channels(module: nn.Module) -> int:
+    return sum(int(c.out_channels) for c in module.modules() if isinstance(c, nn.Conv2d))
 
 
 def count_macs(model: ShapesYOLO) -> int:
@@ -101,21 +179,34 @@ def count_macs(model: ShapesYOLO) -> int:
 
 def prune(model: ShapesYOLO, config: PruneConfig,
           on_step: Callable[[PruneReport], None] | None = None,
-          on_render: Callable[[int, int], None] | None = None) -> PruneResult:
-    """Prune a copy of ``model`` progressively, fine-tuning between rounds and after."""
+          on_render: Callable[[int, int], None] | None = None,
+          *, teacher: ShapesYOLO | None = None) -> PruneResult:
+    """Prune a copy of ``model`` progressively, fine-tuning between rounds and after, until
+    ``config.ratio`` of its unpruned architecture's channels are gone. ``model`` may be a
+    pruned network already; ``teacher`` (default: ``model`` itself) is the network
+    distillation learns from, which for an already pruned ``model`` should be the unpruned
+    one. ValueError when ``model`` has lost that many channels already."""
     import torch_pruning as tp
 
     start = time.monotonic()
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
     model = copy.deepcopy(model).eval()
-    teacher = _frozen(model) if config.distill else None
-    before = (count_parameters(model), count_macs(model))
+    for parameter in model.parameters():  # a pruned result's averaged weights are frozen
+        parameter.requires_grad_(True)
+    unpruned_channels = count_channels(ShapesYOLO(model.config))
+    already = 1.0 - count_channels(model) / unpruned_channels
+    if already >= config.ratio - 0.01:
+        raise ValueError(f"the network has lost {already:.0%} of its channels already; "
+                         f"pruning it to {config.ratio:.0%} leaves nothing to do")
+    teacher = _frozen(teacher if teacher is not None else model) if config.distill else None
+    before = (count_parameters(model), count_macs(model), unpruned_channels)
     width, height = model.config.input_size
     pruner = tp.pruner.MagnitudePruner(
         model, torch.zeros(1, 3, height, width),
         importance=tp.importance.MagnitudeImportance(p=1, target_types=[nn.Conv2d]),
         pruning_ratio=config.ratio, iterative_steps=config.rounds,
+        pruning_ratio_dict=layer_ratios(model, config.ratio, config.allocation),
         ignored_layers=[model.box, model.obj, model.cls])
     scenes = SceneSet.render(_scene_config(config), on_render)
     grid = make_grid(*scenes.images.shape[2:0:-1])
@@ -150,7 +241,7 @@ def prune(model: ShapesYOLO, config: PruneConfig,
     model.eval()
     after = (count_parameters(model), count_macs(model))
     return PruneResult(model, config, (before[0], after[0]), (before[1], after[1]),
-                       time.monotonic() - start, history)
+                       time.monotonic() - start, history, (before[2], count_channels(model)))
 
 
 def _frozen(model: ShapesYOLO) -> ShapesYOLO:

@@ -191,9 +191,30 @@ def test_optimize_writes_every_variant_and_prints_the_table(tiny_run: Path,
     assert "Variants" in output and "refused" not in output
 
 
+def test_prune_takes_a_pruned_network_on_from_the_one_beside_the_model(tiny_run: Path,
+                                                                       tmp_path: Path) -> None:
+    for name in ("model.onnx", "card.yaml", "model.pt"):
+        (tmp_path / name).write_bytes((tiny_run / name).read_bytes())
+    code, output = vidpipe_model("prune", tmp_path, "--ratio", "0.5", "--steps", 2)
+    assert code == 0, output
+    code, output = vidpipe_model("prune", tmp_path, "--ratio", "0.7", "--from", "0.5",
+                                 "--steps", 2)
+    assert code == 0, output
+    assert "pruned 70" in output and "(deep-first)" in output
+    half = json.loads((tmp_path / "model.pruned50.json").read_text())
+    on = json.loads((tmp_path / "model.pruned70.json").read_text())
+    assert on["channels"][0] == half["channels"][0]  # both counted against the unpruned one
+    assert on["channels"][1] < half["channels"][1]
+    assert on["parameters"][0] == half["parameters"][1]  # started from the 50% network
+
+
 @pytest.mark.parametrize("args, message", [
     (["prune", "{run}", "--ratio", "1.5"], "--ratio must be in"),
     (["prune", "{run}", "--ratio", "0"], "--ratio must be in"),
+    (["prune", "{run}", "--ratio", "0.7", "--allocation", "random"], "--allocation must be"),
+    (["prune", "{fresh}", "--ratio", "0.7", "--from", "0.5"], "no model.pruned50.pt beside"),
+    (["prune", "{run}", "--ratio", "0.5", "--from", "0.7"], "--from must be a ratio below"),
+    (["optimize", "{run}", "--calib", "{junk}", "--allocation", "even"], "--allocation must be"),
     (["optimize", "{run}", "--calib", "{junk}", "--ratio", "0.5,2"], "--ratio must be in"),
     (["quantize", "{run}", "--calib", "{junk}"], "junk.mp4"),
     (["optimize", "{run}", "--calib", "{junk}"], "junk.mp4"),
@@ -217,7 +238,11 @@ def test_bad_optimisation_input_is_one_line_and_exit_2(tiny_run: Path, tmp_path:
     nopt.mkdir()
     for name in ("model.onnx", "card.yaml"):
         (nopt / name).write_bytes((tiny_run / name).read_bytes())
-    places = {"run": tiny_run, "junk": junk, "broken": broken, "nopt": nopt,
+    fresh = tmp_path / "fresh"  # never pruned (tiny_run may have been, by another test)
+    fresh.mkdir()
+    for name in ("model.onnx", "card.yaml", "model.pt"):
+        (fresh / name).write_bytes((tiny_run / name).read_bytes())
+    places = {"run": tiny_run, "junk": junk, "broken": broken, "nopt": nopt, "fresh": fresh,
               "missing": tmp_path / "missing.mp4"}
     code, output = vidpipe_model(*[a.format(**places) for a in args])
     assert code == 2, output
