@@ -361,7 +361,6 @@ def _pruned_start(model_path: Path, network: Any, start_ratio: float) -> Any:
     from models.train import load_checkpoint
     from models.zoo import variant_file
 
-    ratio_checked(start_ratio)
     path = model_path.parent / Path(variant_file(start_ratio, int8=False)).with_suffix(".pt")
     if not path.is_file():
         _fail(f"--from {start_ratio:g}: no {path.name} beside {model_path.name} (vidpipe model "

@@ -18,7 +18,9 @@ back: at 70% the stem keeps 4 channels and the neck 14. Measured on the shipped 
 4 rounds, 2,400 final distilled steps on 6,400 scenes, eight held-out clips (FP32 0.9265):
 uniform (4-9-14-28-48 / neck 14, 104,402 parameters, 45 M multiply-adds) mAP@0.5 0.8514;
 deep-first with the deep stages at 80% (8-16-24-19-31 / neck 24, 86,717 parameters, 83 M
-multiply-adds) 0.8849: 4.16 points lost against 7.51.
+multiply-adds) 0.8849: 4.16 points lost against 7.51. A pruned network can be pruned on
+(``prune(pruned_50, config, teacher=unpruned)``), which starts the 70% network from
+fine-tuned 50% weights: 0.8995 (2.70 points) with 4,000 final steps (docs/MODELS.md).
 
 Fine-tuning learns from the labels and, with ``distill`` (the default), from the unpruned
 network itself: its objectness, class and box outputs on the same images are a second target
@@ -51,6 +53,9 @@ from models.train import SceneSet, TrainConfig, WeightAverage, _param_groups, _s
 MAX_RATIO = 0.9
 ALLOCATIONS: tuple[str, ...] = ("deep-first", "uniform")
 SHALLOW_MAX = 0.5  # the most of its channels a shallow layer loses under "deep-first"
+SHALLOW = ("stem", "stage4", "stage8", "lateral32", "fuse16", "fuse8", "box_branch",
+           "cls_branch")  # ShapesYOLO's modules at strides 2-8, and its neck and head
+DEEP = ("stage16", "stage32")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +129,6 @@ def prunable_convs(model: ShapesYOLO) -> list[nn.Conv2d]:
 
 def count_channels(model: ShapesYOLO) -> int:
     return sum(int(c.out_channels) for c in prunable_convs(model))
-
-
-SHALLOW = ("stem", "stage4", "stage8", "lateral32", "fuse16", "fuse8", "box_branch",
-           "cls_branch")
-DEEP = ("stage16", "stage32")
 
 
 def layer_ratios(model: ShapesYOLO, ratio: float, allocation: str) -> dict[nn.Module, float]:
