@@ -4,6 +4,7 @@
     vidpipe model clips --out build/clips --seed 1000    make labelled clips (H.264 + boxes)
     vidpipe model evaluate shapes-yolo --video c.mp4     mAP@0.5 and @0.5:0.95 via the pipeline
     vidpipe model prune build/shapes --ratio 0.5         L1 channel pruning + fine-tuning
+    vidpipe model prune build/shapes --ratio 0.7 --from 0.5    ... on from the 50% network
     vidpipe model quantize build/shapes --calib c.mp4    INT8 QDQ, best calibration method kept
     vidpipe model optimize build/shapes --calib c.mp4    all of it, one table, a loss gate
     vidpipe model build-engine build/shapes --precision int8    TensorRT engine, cached
