@@ -229,7 +229,8 @@ def wire_pipeline(sources: Sequence[PacketSource], decoder_for: Callable[[Any], 
     results = channel("results")
     stages.append(InferStage(backend, input_name, prepared, inferred, metrics,
                              batch_size=batch_size, batch_timeout_ms=options.batch_timeout_ms,
-                             max_age_s=options.max_age_s, workers=infer_workers))
+                             max_age_s=options.max_age_s, workers=infer_workers,
+                             queued=0 if live else 1))
     keep_images = any(s.wants_images for s in sinks)
     stages.append(PostprocessStage(spec, inferred, results, metrics, keep_images=keep_images))
     stages.append(SinkStage(sinks, spec, results, metrics))

@@ -11,13 +11,18 @@ one intra-op thread each beat one call on two threads where the cores are shared
 decoding: intra-op threads meet at a barrier after every operator, so one preempted thread
 stalls the call, while separate calls go on independently. Batches leave in the order they
 were taken, whichever finishes first.
+
+With ``queued`` > 0 (files), that many more batches are taken and their calls queued on the
+workers, so a worker starts the next batch as soon as it ends one instead of idling while the
+event loop hands the last one on and takes the next. A camera's pipeline queues none: a
+queued batch would wait out a whole inference, and its frames are the newest only when taken
+at the last moment.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 
 from models.runtime.base import Backend
 from pipelines.channel import Channel
@@ -26,14 +31,18 @@ from pipelines.frame import Batch
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage
 
+InferCall = asyncio.Future[tuple[Batch, float]]  # a batch's call: the batch, seconds it took
+
 
 class InferStage(Stage):
     def __init__(self, backend: Backend, input_name: str, input: Channel[Batch],
                  output: Channel[Batch], metrics: PipelineMetrics, *, batch_size: int = 4,
                  batch_timeout_ms: float = 10.0, max_age_s: float | None = None,
-                 workers: int = 1) -> None:
+                 workers: int = 1, queued: int = 0) -> None:
         if workers < 1:
             raise ValueError(f"inference workers must be >= 1, got {workers}")
+        if queued < 0:
+            raise ValueError(f"queued inference calls must be >= 0, got {queued}")
         super().__init__("infer", metrics, threads=workers)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -46,37 +55,54 @@ class InferStage(Stage):
         self.batch_size = batch_size
         self.batch_timeout_s = batch_timeout_ms / 1000.0
         self.max_age_s = max_age_s
+        self.queued = queued
 
     async def run(self) -> None:
-        running: deque[asyncio.Future[tuple[Batch, float]]] = deque()
+        # Two tasks: one takes batches and starts their calls while fewer than the workers plus
+        # ``queued`` are in flight; the other hands finished batches on, in the order taken.
+        slots = asyncio.Semaphore(self.worker.threads + self.queued)
+        calls: asyncio.Queue[InferCall | None] = asyncio.Queue()
+        in_flight: set[InferCall] = set()
         try:
-            while True:
-                try:
-                    taken = await self.take(self.input, self.batch_size, self.batch_timeout_s)
-                except ChannelClosed:
-                    break
-                fresh = self._fresh(taken)
-                if not fresh:
-                    continue
-                self.metrics.observe_batch(sum(len(b) for b in fresh))
-                running.append(asyncio.ensure_future(self.call(self._infer, fresh)))
-                # hand on what has finished in order; wait for the oldest when all are busy
-                while running and (running[0].done() or len(running) >= self.worker.threads):
-                    await self._hand_on(running.popleft())
-            while running:
-                await self._hand_on(running.popleft())
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._hand_on_in_order(calls, slots))
+                await self._take_and_start(calls, slots, in_flight)
+        except BaseExceptionGroup as e:  # one task failed: its error is the stage's
+            raise e.exceptions[0] from None
         finally:
-            for call in running:
+            for call in in_flight:
                 call.cancel()
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
+            if in_flight:
+                await asyncio.gather(*in_flight, return_exceptions=True)
             self.output.close()
 
-    async def _hand_on(self, call: asyncio.Future[tuple[Batch, float]]) -> None:
-        batch, seconds = await call
-        for frame in batch.frames:
-            frame.timings["infer"] = seconds
-        await self.output.put(batch)
+    async def _take_and_start(self, calls: asyncio.Queue[InferCall | None],
+                              slots: asyncio.Semaphore, in_flight: set[InferCall]) -> None:
+        while True:
+            await slots.acquire()
+            try:
+                taken = await self.take(self.input, self.batch_size, self.batch_timeout_s)
+            except ChannelClosed:
+                calls.put_nowait(None)
+                return
+            fresh = self._fresh(taken)
+            if not fresh:
+                slots.release()
+                continue
+            self.metrics.observe_batch(sum(len(b) for b in fresh))
+            call = asyncio.ensure_future(self.call(self._infer, fresh))
+            in_flight.add(call)
+            call.add_done_callback(in_flight.discard)
+            calls.put_nowait(call)
+
+    async def _hand_on_in_order(self, calls: asyncio.Queue[InferCall | None],
+                                slots: asyncio.Semaphore) -> None:
+        while (call := await calls.get()) is not None:
+            batch, seconds = await call
+            slots.release()
+            for frame in batch.frames:
+                frame.timings["infer"] = seconds
+            await self.output.put(batch)
 
     def _fresh(self, batches: list[Batch]) -> list[Batch]:
         if self.max_age_s is None:

@@ -34,9 +34,8 @@ interleaved, 600 frames, fps medians of three; the same pipeline with ``--infer-
 which means one call on two threads, against the plan's two calls on one): shapes-yolo FP32
 72.4 vs 63.4, INT8 109.3 vs 103.6. Alone, four-image batches: FP32 91 vs 70 fps, INT8 144 vs
 126. Only the 2-core split (2 x 1) has been measured; larger machines get 2 calls of half
-their inference threads each, unmeasured. Live sources keep one call at a time: with two in
-flight, a finished batch is handed on only once the next one has been taken, which for a
-camera can be a frame interval later.
+their inference threads each, unmeasured. Live sources keep one call at a time, on
+``cores - 1`` threads (two calls for a camera: unmeasured).
 
 Decoder threads: one per file, unless decoding a file on one thread would take more than
 ``FRAME_THREADS_FROM`` times the time inference has for each of that file's frames

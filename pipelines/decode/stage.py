@@ -7,6 +7,7 @@ the frames it was given.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -94,9 +95,21 @@ class DecodeStage(Stage):
 
     async def run(self) -> None:
         index = 0
+        # A file's next pictures are decoded while the event loop hands on the last ones: the
+        # decoder thread does not wait for the loop between calls. A camera's are not: its read
+        # blocks until the next frame, and one picture per call already goes at once.
+        read_ahead = not self.source.live
+        pending: asyncio.Future[tuple[DecodeStep, float]] | None = None
         try:
             while not self._stopping and not self._limit_reached():
-                step, _ = await self.worker.run(self._step)
+                if pending is None:
+                    pending = self._submit(self.decoded)
+                step, _ = await pending
+                pending = None
+                after = self.decoded + len(step.pictures)
+                if (read_ahead and not step.ended and not self._stopping
+                        and (self.frame_limit is None or after < self.frame_limit)):
+                    pending = self._submit(after)
                 self.metrics.observe_stage(self.name, step.decode_s)
                 seconds = step.decode_s
                 for picture in step.pictures:
@@ -120,7 +133,16 @@ class DecodeStage(Stage):
                     self._count_missing()
                     break
         finally:
+            if pending is not None:  # pictures decoded ahead and never handed on: not received
+                pending.cancel()
             self.output.close()
+
+    def _submit(self, decoded: int) -> asyncio.Future[tuple[DecodeStep, float]]:
+        """The next call to the decoder thread, once ``decoded`` pictures are accounted for."""
+        wanted = self.pictures_per_call
+        if self.frame_limit is not None:
+            wanted = max(1, min(wanted, self.frame_limit - decoded))
+        return asyncio.ensure_future(self.worker.run(self._step, wanted))
 
     def request_stop(self) -> None:
         """Stop reading now: the source's close() is thread-safe, and ends a wait for a live
@@ -131,12 +153,9 @@ class DecodeStage(Stage):
     def _limit_reached(self) -> bool:
         return self.frame_limit is not None and self.decoded >= self.frame_limit
 
-    def _step(self) -> DecodeStep:
-        """Read packets until ``pictures_per_call`` pictures came out (fewer near the frame
-        limit), a packet fails, or the stream ends."""
-        wanted = self.pictures_per_call
-        if self.frame_limit is not None:
-            wanted = max(1, min(wanted, self.frame_limit - self.decoded))
+    def _step(self, wanted: int) -> DecodeStep:
+        """On the decoder thread: read packets until ``wanted`` pictures came out, a packet
+        fails, or the stream ends."""
         if self._packets is None:
             self._packets = self.source.packets()
         step = DecodeStep(captured_at=time.monotonic())

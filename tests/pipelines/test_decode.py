@@ -116,6 +116,54 @@ def test_files_are_read_ahead_and_live_pictures_go_at_once(source, limit, calls)
     assert metrics.stage_work["decode"].count == calls
 
 
+class _CountingSource(FakeSource):
+    """Counts the packets the decoder thread has read."""
+
+    def __init__(self, stream_id: str, frames: int) -> None:
+        super().__init__(stream_id, frames)
+        self.read = 0
+
+    def packets(self):  # type: ignore[override]
+        for packet in super().packets():
+            self.read += 1
+            yield packet
+
+
+class _CountingLiveSource(_CountingSource):
+    live = True
+
+
+@pytest.mark.parametrize(("source_type", "read"), [
+    (_CountingSource, 2 * FILE_READ_AHEAD),  # the call in hand, and the next one decoded
+    (_CountingLiveSource, 2),  # a camera: each picture read when the last one is handed on
+], ids=["file", "live"])
+def test_a_files_next_pictures_are_decoded_while_the_last_ones_wait(source_type, read) -> None:
+    # Nobody drains the channel: the first picture fills it and the second waits for room.
+    source = source_type("f", 40)
+    metrics = PipelineMetrics()
+    out: Channel[Frame] = Channel("decoded", 1)
+    stage = DecodeStage(source, lambda s: FakeDecoder(), out, metrics)
+
+    async def main() -> tuple[int, int, int]:
+        task = asyncio.create_task(stage.run())
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if source.read >= read:
+                break
+        await asyncio.sleep(0.05)  # time enough to read more, were it allowed to
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return source.read, len(out), metrics.received["f"]
+
+    try:
+        # received: the picture in the channel and the one waiting for room; those decoded
+        # ahead were never handed on, so they were never received either
+        assert asyncio.run(main()) == (read, 1, 2)
+    finally:
+        stage.close()
+
+
 def test_sinks_that_draw_refuse_a_scaled_picture(tmp_path: Path) -> None:
     from pipelines.frame import Detections, Result
     from pipelines.sinks.feed import LatestFrameSink

@@ -1,0 +1,124 @@
+"""The inference stage alone: calls queued behind the running one, order, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from pipelines.channel import Channel
+from pipelines.errors import ChannelClosed
+from pipelines.frame import Batch, Frame
+from pipelines.infer import InferStage
+from pipelines.metrics import PipelineMetrics
+from pipelines.preprocess.opencv import OpenCVPreprocessor
+from tests.fakes import FAKE_SPEC, FakeBackend
+
+
+def _batch(index: int) -> Batch:
+    image = torch.from_numpy(np.full((48, 64, 3), index, np.uint8))
+    return OpenCVPreprocessor(FAKE_SPEC.input).prepare(Frame("s", index, None, 0.0, image))
+
+
+class _HeldBackend(FakeBackend):
+    """Every call waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def infer(self, feeds):
+        self.go.wait(5)
+        return super().infer(feeds)
+
+
+async def _drain(channel: Channel[Batch]) -> list[Batch]:
+    out = []
+    while True:
+        try:
+            out.append(await channel.get())
+        except ChannelClosed:
+            return out
+
+
+@pytest.mark.parametrize(("workers", "queued"), [(1, 0), (1, 1), (2, 0), (2, 1)])
+def test_a_stage_takes_as_many_batches_as_it_has_workers_and_queued_calls(workers, queued):
+    backend = _HeldBackend()
+    metrics = PipelineMetrics()
+    inp: Channel[Batch] = Channel("prepared", 8)
+    out: Channel[Batch] = Channel("inferred", 8)
+    stage = InferStage(backend, "image", inp, out, metrics, batch_size=1,
+                       batch_timeout_ms=0, workers=workers, queued=queued)
+
+    async def main() -> tuple[int, list[Batch]]:
+        for i in range(6):
+            await inp.put(_batch(i))
+        inp.close()
+        task = asyncio.create_task(stage.run())
+        await asyncio.sleep(0.1)  # every call is held: only the slots decide what is taken
+        taken = 6 - len(inp)
+        backend.go.set()
+        results = await _drain(out)
+        await task
+        return taken, results
+
+    try:
+        taken, results = asyncio.run(main())
+    finally:
+        stage.close()
+    assert taken == workers + queued
+    assert [b.frames[0].index for b in results] == list(range(6))
+
+
+def test_a_finished_batch_goes_on_before_the_next_one_comes():
+    # a camera: the channel stays open and empty after one frame; its result must not wait
+    metrics = PipelineMetrics()
+    inp: Channel[Batch] = Channel("prepared", 8)
+    out: Channel[Batch] = Channel("inferred", 8)
+    stage = InferStage(FakeBackend(), "image", inp, out, metrics, batch_size=4,
+                       batch_timeout_ms=0, queued=1)
+
+    async def main() -> int:
+        task = asyncio.create_task(stage.run())
+        await inp.put(_batch(0))
+        result = await asyncio.wait_for(out.get(), 5)
+        inp.close()
+        await task
+        return result.frames[0].index
+
+    try:
+        assert asyncio.run(main()) == 0
+    finally:
+        stage.close()
+
+
+def test_a_failing_call_fails_the_stage_with_its_own_error():
+    class Broken(FakeBackend):
+        def infer(self, feeds):
+            raise RuntimeError("backend died")
+
+    metrics = PipelineMetrics()
+    inp: Channel[Batch] = Channel("prepared", 8)
+    out: Channel[Batch] = Channel("inferred", 8)
+    stage = InferStage(Broken(), "image", inp, out, metrics, batch_size=1, queued=1)
+
+    async def main() -> None:
+        for i in range(4):
+            await inp.put(_batch(i))
+        await asyncio.wait_for(stage.run(), 5)  # the input stays open: the error ends it
+
+    try:
+        with pytest.raises(RuntimeError, match="backend died"):
+            asyncio.run(main())
+    finally:
+        stage.close()
+    assert out.closed
+
+
+def test_queued_calls_must_not_be_negative():
+    with pytest.raises(ValueError, match="queued"):
+        InferStage(FakeBackend(), "image", Channel("a", 1), Channel("b", 1), PipelineMetrics(),
+                   queued=-1)
