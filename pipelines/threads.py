@@ -20,10 +20,18 @@ for feeding only when feeding costs at least as much as inference (``COMPARABLE`
 ``measure_costs`` times, before the pipeline starts: inference per frame on one thread (a
 blank image, median of a few calls) and decoding plus preprocessing
 per frame of each file source (its first frames, in a separate reader, decoded the way the
-pipeline will: straight to the model's size unless a sink needs full pictures). ``plan_threads``
+pipeline will: straight to the model's size unless a sink needs full pictures; the first
+picture, which carries the decoder's start-up, is not timed). ``plan_threads``
 then keeps ``cores - 1`` inference threads (at least one) whenever decoding and
 preprocessing cost at least ``COMPARABLE`` times inference per frame, all cores otherwise.
 Live sources cannot be read ahead; without their decode cost the plan keeps a core for them.
+Five probes of each shapes-yolo file on the demo clip (stop 14) all chose alike: FP32, INT8
+and pruned 50 % two calls on one thread each (feeding 4.9-6.8 ms, inference 4.1-17.6 ms per
+frame), pruned 50 % INT8 a core kept for feeding (3.8-6.7 against 3.4-4.9 ms), one decoder
+thread each. With the first picture timed, the probe had read 25-35 % high and flipped the
+pruned models' plans from run to run, once to two decoder threads. The table above was
+measured with that probe; its ratios would read about a quarter lower, on the same sides of
+``COMPARABLE``.
 
 Inference calls at once: the inference threads the plan gives are split into
 ``INFER_WORKERS`` (2) calls at once, each on half of them, when they split evenly (two cores
@@ -144,26 +152,31 @@ def time_feed(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
     """Per frame, to decode (``threads`` FFmpeg threads; ``scaled``: straight to the model's
     letterbox size, as a pipeline without image sinks does) and preprocess the first
     ``frames`` of a file (None: all of it); None when the file gives fewer than two frames
-    (the pipeline will say why)."""
+    (the pipeline will say why). The first picture is decoded but not timed: it carries the
+    decoder's start-up (demo clip, five runs: 15-22 ms, against 4.4-5.8 ms for each of the
+    next seven), which made an 8-frame probe read 25-35 % high."""
     prepare = OpenCVPreprocessor(spec)
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             decoder = PyAVDecoder(stream, threads=threads,
                                   scale=ScaleTo.for_input(spec) if scaled else None)
-            done, start, cpu_start = 0, time.perf_counter(), time.process_time()
+            done, start, cpu_start = 0, 0.0, 0.0
             for packet in container.demux(stream):
                 for picture in decoder.decode(packet):
                     prepare.prepare(Frame("probe", done, None, 0.0,
                                           torch.from_numpy(picture.image),
                                           source_size=picture.source_size))
                     done += 1
+                    if done == 1:  # the clock starts once the decoder is up
+                        start, cpu_start = time.perf_counter(), time.process_time()
                 if frames is not None and done >= frames:
                     break
             elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     except (av.FFmpegError, DecodeError, OSError, IndexError):
         return None
-    return ProbeTime(elapsed * 1e3 / done, cpu * 1e3 / done) if done >= 2 else None
+    timed = done - 1
+    return ProbeTime(elapsed * 1e3 / timed, cpu * 1e3 / timed) if timed >= 1 else None
 
 
 def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,

@@ -3,6 +3,7 @@ heavier side; given thread counts always win; the probes measure something real.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from models.data import make_clip
 from models.spec import InputSpec
 from models.zoo import resolve_model
+from pipelines import threads
 from pipelines.threads import StageCosts, measure_feed_ms, measure_infer_ms, plan_threads
 
 
@@ -49,6 +51,32 @@ def test_probes_time_the_model_and_the_clip(tmp_path: Path) -> None:
     infer = measure_infer_ms(path, (3, spec.input.height, spec.input.width))
     feed = measure_feed_ms(clip, spec.input)
     assert infer > 0 and feed is not None and feed > 0
+
+
+def test_the_feed_probe_leaves_the_decoders_start_up_out(tmp_path: Path, monkeypatch) -> None:
+    # a first picture that takes 0.4 s (the decoder starting up, exaggerated) is not timed
+    class SlowFirst(threads.OpenCVPreprocessor):
+        prepared = 0
+
+        def prepare(self, frame):
+            SlowFirst.prepared += 1
+            if SlowFirst.prepared == 1:
+                time.sleep(0.4)
+            return super().prepare(frame)
+
+    monkeypatch.setattr(threads, "OpenCVPreprocessor", SlowFirst)
+    clip = make_clip(tmp_path / "c.mp4", seed=1, frames=8, size=(320, 192))
+    feed = measure_feed_ms(clip, InputSpec(width=64, height=64))
+    assert SlowFirst.prepared == 8
+    assert feed is not None and 0 < feed < 40  # 0.4 s over 8 frames would read >= 50 ms
+
+
+@pytest.mark.parametrize(("frames", "timed"), [(1, False), (2, True)])
+def test_a_clip_needs_a_second_picture_to_be_timed(tmp_path: Path, frames: int,
+                                                   timed: bool) -> None:
+    clip = make_clip(tmp_path / "c.mp4", seed=1, frames=frames, size=(320, 192))
+    feed = measure_feed_ms(clip, InputSpec(width=64, height=64))
+    assert (feed is not None and feed > 0) if timed else feed is None
 
 
 def test_an_unreadable_file_has_no_feed_cost(tmp_path: Path) -> None:
