@@ -25,13 +25,15 @@ picture, which carries the decoder's start-up, is not timed). ``plan_threads``
 then keeps ``cores - 1`` inference threads (at least one) whenever decoding and
 preprocessing cost at least ``COMPARABLE`` times inference per frame, all cores otherwise.
 Live sources cannot be read ahead; without their decode cost the plan keeps a core for them.
-Five probes of each shapes-yolo file on the demo clip (stop 14) all chose alike: FP32, INT8
-and pruned 50 % two calls on one thread each (feeding 4.9-6.8 ms, inference 4.1-17.6 ms per
-frame), pruned 50 % INT8 a core kept for feeding (3.8-6.7 against 3.4-4.9 ms), one decoder
-thread each. With the first picture timed, the probe had read 25-35 % high and flipped the
-pruned models' plans from run to run, once to two decoder threads. The table above was
-measured with that probe; its ratios would read about a quarter lower, on the same sides of
-``COMPARABLE``.
+Five probes of each shapes-yolo file on the demo clip (stop 14): FP32 and INT8 always two
+calls on one thread each (feeding 4.9-6.8 ms, inference 10.5-17.6 ms per frame), pruned 50 %
+INT8 always a core kept for feeding (3.8-6.7 against 3.4-4.9 ms), one decoder thread each.
+Pruned 50 % sits on the line (3.5-5.0 against 4.1-6.4 ms) and goes either way, which
+costs nothing measurable: 600 frames, alternated, one call on one thread 141.6 / 154.6 /
+134.3 fps, two calls 143.7 / 144.5 / 135.2. With the first picture timed, the probe had read
+25-35 % high and once chose two decoder threads for pruned INT8 (8.2 against 3.3 ms). The
+table above was measured with that probe; its ratios would read about a quarter lower, on
+the same sides of ``COMPARABLE``.
 
 Inference calls at once: the inference threads the plan gives are split into
 ``INFER_WORKERS`` (2) calls at once, each on half of them, when they split evenly (two cores
