@@ -271,8 +271,11 @@ def _encoder_options(codec: str) -> dict[str, str]:
         return {"preset": "veryfast", "crf": "20"}
     if codec == "hevc":
         # No thread pool: x265's threads made a one-frame clip come out empty under load.
+        # No B-frames: with them a one-frame clip's packet now and then left x265 with no
+        # decode timestamp set under load (25 of 60 clips, both cores busy), and the MP4
+        # muxer refused it ('pts/dts pair unsupported').
         return {"preset": "ultrafast", "crf": "26",
-                "x265-params": "log-level=error:pools=none:frame-threads=1"}
+                "x265-params": "log-level=error:pools=none:frame-threads=1:bframes=0"}
     return {"qscale": "4"}
 
 

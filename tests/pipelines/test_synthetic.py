@@ -37,6 +37,16 @@ def test_test_clip_decodes_to_exactly_the_frames_asked(tmp_path: Path, codec: st
     assert all(image.shape == (96, 160, 3) for image in decoded)
 
 
+def test_hevc_test_clips_have_no_reordered_frames(tmp_path: Path) -> None:
+    # with B-frames x265 left a one-frame clip's decode timestamp unset now and then under
+    # load, and the MP4 muxer refused the packet: each packet must decode where it shows
+    path = make_test_clip(tmp_path / "hevc.mp4", frames=17, size=(160, 96), codec="hevc")
+    with av.open(str(path)) as container:
+        stamps = [(p.pts, p.dts) for p in container.demux(video=0) if p.size]
+    assert len(stamps) == 17
+    assert all(pts == dts for pts, dts in stamps)
+
+
 def test_test_clip_rectangles_move(tmp_path: Path) -> None:
     decoded = decode_all(make_test_clip(tmp_path / "moving.mp4", frames=10))
     assert np.abs(decoded[0].astype(int) - decoded[-1].astype(int)).mean() > 1.0
