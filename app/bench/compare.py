@@ -7,6 +7,7 @@ process and the tables report medians and ratios.
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -65,7 +66,8 @@ def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
                   runs: dict[tuple[str, str], list[Measurement]],
                   alone: dict[str, list[StagesAlone]]) -> list[dict[str, Any]]:
     """Rows of the hand loop (its faster thread setting) and vidpipe per variant; vidpipe's
-    carries its stages' rates alone (median over reps) and its efficiency against the slower."""
+    carries its stages' rates alone (median over reps) and its efficiency against the slower
+    (the median over reps of each rep's fps over the stages alone measured after it)."""
     rows = []
     baseline_fp32 = None
     for label in variants:
@@ -83,7 +85,12 @@ def _compare_rows(variants: dict[str, tuple[Path, ModelSpec]],
             if m is ours and alone.get(label):
                 stages = StagesAlone.median(alone[label])
                 row["alone"] = stages.as_dict()
-                row["efficiency"] = m.fps / stages.slowest_fps
+                # each rep against the stages alone measured right after it, as the reps
+                # themselves are interleaved: the machine's drift cancels within a rep
+                each = [r.fps / a.slowest_fps
+                        for r, a in zip(runs[(label, "vidpipe")], alone[label], strict=True)]
+                row["efficiency_each_rep"] = each
+                row["efficiency"] = float(statistics.median(each))
                 # the stages share the cores: their CPU time alone, summed, bounds fps too
                 row["cpu_ceiling_fps"] = stages.cpu_ceiling_fps(CORES)
                 row["efficiency_vs_ceiling"] = m.fps / min(stages.slowest_fps,

@@ -30,7 +30,8 @@ def compare_table(rows: list[dict[str, Any]]) -> Table:
                      "hand loop; vidpipe Nt: the inference threads it chose (WxNt: W calls "
                      "at once on N threads each; bench.json: why); "
                      "alone f / i: fps of decode+preprocess and of inference each run alone "
-                     "with vidpipe's threads; eff.: fps over the slower of the two; cpu "
+                     "with vidpipe's threads; eff.: each rep's fps over the slower of the two "
+                     "measured after it, median over reps; cpu "
                      "ceil.: cores x 1000 / (CPU ms per frame of both alone), the most the "
                      "cores could do; eff. c: fps over the lowest of the three")
     for r in rows:

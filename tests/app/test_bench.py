@@ -20,7 +20,8 @@ def test_bench_quick_compares_the_hand_loop_with_vidpipe_and_scales(small_clip, 
     assert ours["alone"]["infer_workers"] == ours["threads"]["infer_workers"]
     assert "alone" not in hand and ours["alone"]["infer_threads"] == ours["threads"]["infer"]
     slowest = min(ours["alone"]["feed_fps"], ours["alone"]["infer_fps"])
-    assert ours["efficiency"] == ours["fps"] / slowest
+    assert ours["efficiency"] == ours["fps"] / slowest  # one rep: its own ratio
+    assert ours["efficiency_each_rep"] == [ours["efficiency"]]
     alone = ours["alone"]
     assert alone["feed_cpu_ms"] > 0 and alone["infer_cpu_ms"] > 0
     cores = report["machine"]["cores"]
@@ -83,3 +84,28 @@ def test_decode_advice_offers_more_threads_only_while_a_core_is_left():
     if CORES > 1:
         one = advice(stages, stages[0], 0.5, PipelineOptions(), ThreadPlan(1, 1, "x"))
         assert "--decode-threads 2; now 1" in " ".join(one)
+
+
+def test_efficiency_pairs_each_rep_with_the_stages_alone_measured_after_it():
+    # the machine drifts between reps: each rep is compared with its own yardstick, and the
+    # median of those ratios is the efficiency (here not the ratio of the two medians, 0.83)
+    import numpy as np
+
+    from app.bench.alone import StagesAlone
+    from app.bench.compare import _compare_rows
+    from app.bench.measure import Measurement
+
+    def run(name, fps):
+        return Measurement(name, int(fps), 1.0, 0.5, np.zeros(0))
+
+    def stages(feed_fps):
+        return StagesAlone(feed_fps, 1000.0, 1, 1, 4, 5.0, 1.0)
+
+    label, hand = "m", "hand loop, 1 thread"
+    runs = {(label, hand): [run(hand, 50), run(hand, 60), run(hand, 55)],
+            (label, "vidpipe"): [run("vidpipe", 95), run("vidpipe", 150), run("vidpipe", 100)]}
+    alone = {label: [stages(100), stages(160), stages(120)]}
+    ours = _compare_rows({label: (None, None)}, runs, alone)[1]
+    assert ours["efficiency_each_rep"] == [95 / 100, 150 / 160, 100 / 120]
+    assert ours["efficiency"] == 150 / 160
+    assert ours["alone"]["feed_fps"] == 120  # the yardstick shown is still the median
