@@ -137,7 +137,7 @@ class _CountingLiveSource(_CountingSource):
     (_CountingSource, 2 * FILE_READ_AHEAD),  # the call in hand, and the next one decoded
     (_CountingLiveSource, 2),  # a camera: each picture read when the last one is handed on
 ], ids=["file", "live"])
-def test_a_files_next_pictures_are_decoded_while_the_last_ones_wait(source_type, read) -> None:
+def test_a_file_decodes_one_call_ahead_and_a_camera_does_not(source_type, read) -> None:
     # Nobody drains the channel: the first picture fills it and the second waits for room.
     source = source_type("f", 40)
     metrics = PipelineMetrics()
