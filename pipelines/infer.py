@@ -62,22 +62,24 @@ class InferStage(Stage):
         # ``queued`` are in flight; the other hands finished batches on, in the order taken.
         slots = asyncio.Semaphore(self.worker.threads + self.queued)
         calls: asyncio.Queue[InferCall | None] = asyncio.Queue()
-        in_flight: set[InferCall] = set()
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._hand_on_in_order(calls, slots))
-                await self._take_and_start(calls, slots, in_flight)
+                await self._take_and_start(calls, slots)
         except BaseExceptionGroup as e:  # one task failed: its error is the stage's
             raise e.exceptions[0] from None
         finally:
-            for call in in_flight:
+            # calls never handed on: cancel those still running, and collect every outcome
+            # (the stage fails with the first error; later ones are only collected)
+            left = [call for call in _drain_now(calls) if call is not None]
+            for call in left:
                 call.cancel()
-            if in_flight:
-                await asyncio.gather(*in_flight, return_exceptions=True)
+            if left:
+                await asyncio.gather(*left, return_exceptions=True)
             self.output.close()
 
     async def _take_and_start(self, calls: asyncio.Queue[InferCall | None],
-                              slots: asyncio.Semaphore, in_flight: set[InferCall]) -> None:
+                              slots: asyncio.Semaphore) -> None:
         while True:
             await slots.acquire()
             try:
@@ -90,10 +92,7 @@ class InferStage(Stage):
                 slots.release()
                 continue
             self.metrics.observe_batch(sum(len(b) for b in fresh))
-            call = asyncio.ensure_future(self.call(self._infer, fresh))
-            in_flight.add(call)
-            call.add_done_callback(in_flight.discard)
-            calls.put_nowait(call)
+            calls.put_nowait(asyncio.ensure_future(self.call(self._infer, fresh)))
 
     async def _hand_on_in_order(self, calls: asyncio.Queue[InferCall | None],
                                 slots: asyncio.Semaphore) -> None:
@@ -126,3 +125,11 @@ class InferStage(Stage):
     def close(self) -> None:
         super().close()
         self.backend.close()
+
+
+def _drain_now(queue: asyncio.Queue[InferCall | None]) -> list[InferCall | None]:
+    """What ``queue`` holds now, taken out of it without waiting."""
+    items = []
+    while not queue.empty():
+        items.append(queue.get_nowait())
+    return items

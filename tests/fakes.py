@@ -112,3 +112,15 @@ class ListSink:
 
     def close(self, commit: bool = True) -> None:
         self.committed = commit
+
+
+async def drain(channel):
+    """Everything a channel still delivers, until it is closed and empty."""
+    from pipelines.errors import ChannelClosed
+
+    items = []
+    while True:
+        try:
+            items.append(await channel.get())
+        except ChannelClosed:
+            return items

@@ -16,12 +16,11 @@ from pipelines.build import PipelineOptions, decoder_scale
 from pipelines.channel import Channel
 from pipelines.decode.pyav import PyAVDecoder, RGBConverter, ScaleTo
 from pipelines.decode.stage import FILE_READ_AHEAD, DecodeStage
-from pipelines.errors import ChannelClosed
 from pipelines.frame import Frame
 from pipelines.metrics import PipelineMetrics
 from pipelines.preprocess.letterbox import Letterbox, wants_area_filter
 from pipelines.preprocess.opencv import OpenCVPreprocessor
-from tests.fakes import FAKE_SPEC, FakeDecoder, FakeSource, ListSink
+from tests.fakes import FAKE_SPEC, FakeDecoder, FakeSource, ListSink, drain
 
 
 def decode_all(clip: Path, scale: ScaleTo | None) -> list:
@@ -101,12 +100,7 @@ def test_files_are_read_ahead_and_live_pictures_go_at_once(source, limit, calls)
 
     async def run_and_drain() -> list[Frame]:
         await stage.run()
-        frames = []
-        while True:
-            try:
-                frames.append(await out.get())
-            except ChannelClosed:
-                return frames
+        return await drain(out)
 
     try:
         frames = asyncio.run(run_and_drain())

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import time
 
 import numpy as np
 import pytest
 import torch
 
 from pipelines.channel import Channel
-from pipelines.errors import ChannelClosed
 from pipelines.frame import Batch, Frame
 from pipelines.infer import InferStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.preprocess.opencv import OpenCVPreprocessor
-from tests.fakes import FAKE_SPEC, FakeBackend
+from tests.fakes import FAKE_SPEC, FakeBackend, drain
 
 
 def _batch(index: int) -> Batch:
@@ -35,15 +36,6 @@ class _HeldBackend(FakeBackend):
         return super().infer(feeds)
 
 
-async def _drain(channel: Channel[Batch]) -> list[Batch]:
-    out = []
-    while True:
-        try:
-            out.append(await channel.get())
-        except ChannelClosed:
-            return out
-
-
 @pytest.mark.parametrize(("workers", "queued"), [(1, 0), (1, 1), (2, 0), (2, 1)])
 def test_a_stage_takes_as_many_batches_as_it_has_workers_and_queued_calls(workers, queued):
     backend = _HeldBackend()
@@ -61,7 +53,7 @@ def test_a_stage_takes_as_many_batches_as_it_has_workers_and_queued_calls(worker
         await asyncio.sleep(0.1)  # every call is held: only the slots decide what is taken
         taken = 6 - len(inp)
         backend.go.set()
-        results = await _drain(out)
+        results = await drain(out)
         await task
         return taken, results
 
@@ -95,15 +87,31 @@ def test_a_finished_batch_goes_on_before_the_next_one_comes():
         stage.close()
 
 
-def test_a_failing_call_fails_the_stage_with_its_own_error():
+def test_a_failing_call_fails_the_stage_with_its_own_error(caplog):
+    # two calls at once; the second fails first, then the first: the stage raises the first
+    # one's error (batches go on in order), and the second's is collected, not left behind
     class Broken(FakeBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+            self.second_failed = threading.Event()
+            self._lock = threading.Lock()
+
         def infer(self, feeds):
-            raise RuntimeError("backend died")
+            with self._lock:
+                self.calls += 1
+                first = self.calls == 1
+            if first:
+                self.second_failed.wait(5)
+                time.sleep(0.05)  # the second call's failure reaches the event loop first
+                raise RuntimeError("backend died")
+            self.second_failed.set()
+            raise RuntimeError("backend died again")
 
     metrics = PipelineMetrics()
     inp: Channel[Batch] = Channel("prepared", 8)
     out: Channel[Batch] = Channel("inferred", 8)
-    stage = InferStage(Broken(), "image", inp, out, metrics, batch_size=1, queued=1)
+    stage = InferStage(Broken(), "image", inp, out, metrics, batch_size=1, workers=2)
 
     async def main() -> None:
         for i in range(4):
@@ -111,11 +119,13 @@ def test_a_failing_call_fails_the_stage_with_its_own_error():
         await asyncio.wait_for(stage.run(), 5)  # the input stays open: the error ends it
 
     try:
-        with pytest.raises(RuntimeError, match="backend died"):
+        with pytest.raises(RuntimeError, match="backend died$"):
             asyncio.run(main())
     finally:
         stage.close()
     assert out.closed
+    gc.collect()  # a task whose error nobody collected says so when it is freed
+    assert "never retrieved" not in caplog.text
 
 
 def test_queued_calls_must_not_be_negative():
