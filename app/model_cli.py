@@ -328,6 +328,7 @@ def _prune_one(model_path: Path, network: Any, ratio: float, prune_steps: int | 
     ``network``) to ``ratio``; writes the variant's .onnx, .pt and .json beside the model."""
     from models.prune import PruneConfig, channel_summary, prune, save_pruned
 
+    source = network if start is None else start
     config = PruneConfig(ratio=ratio, distill=distill, allocation=allocation)
     if prune_steps:
         config = dataclasses.replace(config, final_steps=prune_steps,
@@ -336,8 +337,8 @@ def _prune_one(model_path: Path, network: Any, ratio: float, prune_steps: int | 
         rendered, step = _render_then_steps(progress, f"pruning {ratio:.0%} + fine-tuning",
                                             config.total_steps)
         try:
-            result = prune(network if start is None else start, config,
-                           lambda r: step(r.step, r.loss), rendered, teacher=network)
+            result = prune(source, config, lambda r: step(r.step, r.loss), rendered,
+                           teacher=network)
         except ValueError as e:
             _fail(str(e))
     from app.model_optimize import export_pruned
@@ -350,8 +351,7 @@ def _prune_one(model_path: Path, network: Any, ratio: float, prune_steps: int | 
                   f"{result.wall_s / 60:.1f} min: "
                   f"{before:,} -> {after:,} parameters, {result.macs[0] / 1e9:.3f} -> "
                   f"{result.macs[1] / 1e9:.3f} GMAC per image; channels "
-                  f"{channel_summary(network if start is None else start)} -> "
-                  f"{channel_summary(result.model)}")
+                  f"{channel_summary(source)} -> {channel_summary(result.model)}")
     console.print(f"wrote {path}")
     return path, result
 
