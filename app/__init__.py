@@ -1,3 +1,3 @@
-"""vidpipe's faces: the CLI (and, later, the service and its API)."""
+"""vidpipe's faces: the CLI, the service and its HTTP API, the benchmarks."""
 
 __version__ = "0.1.0"

@@ -28,8 +28,8 @@ from app.report import print_report
 from app.runner import run_files
 from models.errors import ModelError
 from models.zoo import resolve_model
-from pipelines.build import PipelineOptions
 from pipelines.errors import VidpipeError
+from pipelines.options import PipelineOptions
 from pipelines.sources.synthetic import truth_path
 
 # Logs and CI output are read in files: wide enough for the bench table (13 columns).

@@ -46,8 +46,8 @@ from models.evaluate import Accuracy
 from models.prune import ratio_checked
 from models.train import TrainConfig
 from models.zoo import read_graph, resolve_model, variant_label
-from pipelines.build import PipelineOptions
 from pipelines.errors import VidpipeError
+from pipelines.options import PipelineOptions
 
 console = Console(stderr=True)
 log = logging.getLogger("vidpipe")
@@ -302,7 +302,7 @@ def _scorer(spec: Any, model_path: Path, videos: list[Path] | None, fallback: Pa
 
 def _load_network(model_path: Path) -> Any:
     """The trained torch network beside an FP32 ONNX model (model.pt)."""
-    from models.train import load_checkpoint
+    from models.checkpoint import load_checkpoint
 
     try:
         return load_checkpoint(_checkpoint_beside(model_path))
@@ -359,7 +359,7 @@ def _prune_one(model_path: Path, network: Any, ratio: float, prune_steps: int | 
 def _pruned_start(model_path: Path, network: Any, start_ratio: float) -> Any:
     """The pruned network of ``start_ratio`` beside ``model_path`` (model.prunedNN.pt),
     checked to be a pruned form of ``network``."""
-    from models.train import load_checkpoint
+    from models.checkpoint import load_checkpoint
     from models.zoo import variant_file
 
     path = model_path.parent / Path(variant_file(start_ratio, int8=False)).with_suffix(".pt")

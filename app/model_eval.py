@@ -21,7 +21,7 @@ from app.runner import run_files, stream_ids
 from models.data import boxes_path, load_boxes
 from models.evaluate import Accuracy, FrameTruth, mean_average_precision
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions
+from pipelines.options import PipelineOptions
 
 EVAL_SCORE_THRESHOLD = 0.01
 

@@ -33,8 +33,8 @@ from models.export import compare_latency, export_onnx
 from models.quantize import METHODS, quantize_model
 from models.spec import InputSpec, ModelSpec
 from models.zoo import variant_file
-from pipelines.build import PipelineOptions
 from pipelines.frame import Frame
+from pipelines.options import PipelineOptions
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 
 Progress = Callable[[int, int | None], None]

@@ -11,7 +11,7 @@ import json
 import os
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,11 @@ import torch
 from rich.console import Console
 
 from app.model_eval import ClipScores, score_clips
+from models.checkpoint import save_checkpoint
 from models.data import CLIP_SIZE, make_clip
 from models.detector import count_parameters
 from models.export import card_spec, export_onnx, measure_latency, write_card
-from models.train import StepReport, TrainConfig, TrainResult, save_checkpoint, train
+from models.train import StepReport, TrainConfig, TrainResult, train
 
 
 @dataclass(slots=True)
@@ -37,7 +38,7 @@ class TrainRun:
               on_render: Callable[[int, int], None] | None = None) -> TrainResult:
         self.out.mkdir(parents=True, exist_ok=True)
         result = train(self.config, on_step, on_render=on_render)
-        save_checkpoint(result, self.out / "model.pt")
+        save_checkpoint(result.model, self.out / "model.pt", asdict(result.config))
         export_onnx(result.model, self.out / "model.onnx")
         return result
 
@@ -97,7 +98,7 @@ class TrainRun:
 
 def card_spec_for(run: TrainRun, result: TrainResult | None,
                   measured: dict[str, Any] | None = None) -> Any:
-    from models.train import load_checkpoint
+    from models.checkpoint import load_checkpoint
 
     model = result.model if result is not None else load_checkpoint(run.out / "model.pt")
     c = run.config

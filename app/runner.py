@@ -21,9 +21,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions, build_pipeline, check_device
+from pipelines.build import build_pipeline, check_device
 from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
 from pipelines.sinks.atomic import AtomicPath
 from pipelines.sinks.jsonl import JsonlSink

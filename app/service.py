@@ -17,8 +17,9 @@ from typing import Any
 from app.config import ServiceConfig, StreamConfig
 from app.streams import SourceRejected, StreamRuntime, resolve_source
 from models.zoo import resolve_model
-from pipelines.build import PipelineOptions, build_pipeline
+from pipelines.build import build_pipeline
 from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
 from pipelines.sinks.feed import LatestFrameSink
 from pipelines.sources.paced import PacedFileSource
 from pipelines.sources.url import redact, redact_text

@@ -30,9 +30,7 @@ a half-hidden object). Measured on the shipped model, 50%, 2,400 final steps, ei
 clips: mAP@0.5 0.9100 without, 0.9123 with (0.6467 -> 0.6646 mAP@0.5:0.95), for 1.7x the
 time per step (a teacher forward pass on each batch).
 
-A pruned network no longer matches its ``DetectorConfig`` widths. Its checkpoint is the
-plain state dict (loadable with ``weights_only=True``): ``load_pruned`` builds the full
-network and shrinks each conv and BatchNorm to the shapes the saved tensors have.
+A pruned network's checkpoint is read by ``models.checkpoint.load_checkpoint``.
 """
 
 from __future__ import annotations
@@ -48,8 +46,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.detector import DetectorConfig, ShapesYOLO, count_parameters, make_grid
-from models.train import SceneSet, TrainConfig, WeightAverage, _param_groups, _step, lr_factor
+from models.checkpoint import save_checkpoint
+from models.detector import ShapesYOLO, count_parameters, make_grid
+from models.fitting import WeightAverage, lr_factor, optimiser_step, param_groups
+from models.train import SceneSet, TrainConfig
 
 MAX_RATIO = 0.9
 ALLOCATIONS: tuple[str, ...] = ("deep-first", "uniform")
@@ -219,13 +219,13 @@ def prune(model: ShapesYOLO, config: PruneConfig,
         last = round_index == config.rounds - 1
         steps = config.final_steps if last else config.round_steps
         model.train()
-        optimiser = torch.optim.AdamW(_param_groups(model, 5e-4), lr=config.lr)
+        optimiser = torch.optim.AdamW(param_groups(model, 5e-4), lr=config.lr)
         average = WeightAverage(model, 0.995) if last else None
         for step in range(steps):
             for group in optimiser.param_groups:
                 group["lr"] = config.lr * (lr_factor(step, steps, min(50, steps // 10))
                                            if last else 1.0)
-            loss, _ = _step(model, optimiser, scenes.batch(done, config.batch_size), grid,
+            loss, _ = optimiser_step(model, optimiser, scenes.batch(done, config.batch_size), grid,
                             teacher)
             if average is not None:
                 average.update(model)
@@ -259,52 +259,7 @@ def _scene_config(config: PruneConfig) -> TrainConfig:
 
 def save_pruned(result: PruneResult, path: Path, train: dict[str, Any] | None = None) -> Path:
     """model.pt of a pruned network: its config, the plain state dict, and how it was made."""
-    torch.save({"detector": result.model.config.to_dict(), "train": train or {},
-                "prune": asdict(result.config), "state_dict": result.model.state_dict()},
-               path)
-    return path
-
-
-def shrink_to(model: nn.Module, state: dict[str, torch.Tensor]) -> nn.Module:
-    """Resize every conv and BatchNorm of ``model`` to the tensor shapes in ``state`` (a
-    pruned network's state dict), so that ``load_state_dict`` fits; returns ``model``."""
-    for name, module in model.named_modules():
-        prefix = f"{name}." if name else ""
-        weight = state.get(f"{prefix}weight")
-        if weight is None:
-            continue
-        if isinstance(module, nn.Conv2d):
-            module.out_channels = int(weight.shape[0])
-            module.in_channels = int(weight.shape[1]) * module.groups
-        elif isinstance(module, nn.BatchNorm2d):
-            module.num_features = int(weight.shape[0])
-        else:
-            continue
-        for key, tensor in list(module.named_parameters(recurse=False)) + \
-                list(module.named_buffers(recurse=False)):
-            saved = state.get(f"{prefix}{key}")
-            if saved is not None and saved.shape != tensor.shape:
-                replacement = torch.empty(saved.shape, dtype=tensor.dtype)
-                if isinstance(tensor, nn.Parameter):
-                    setattr(module, key, nn.Parameter(replacement))
-                else:
-                    module.register_buffer(key, replacement)
-    return model
-
-
-def load_pruned(config: DetectorConfig, state: dict[str, torch.Tensor]) -> ShapesYOLO:
-    """The pruned network of ``state``; ValueError when its layers do not fit together (one
-    forward pass on a blank image proves they do)."""
-    model = shrink_to(ShapesYOLO(config), state)
-    model.load_state_dict(state)  # type: ignore[arg-type]
-    model.eval()
-    width, height = config.input_size
-    try:
-        with torch.no_grad():
-            model(torch.zeros(1, 3, height, width))
-    except RuntimeError as e:
-        raise ValueError(f"pruned layers do not fit together: {str(e).splitlines()[0]}") from e
-    return model  # type: ignore[return-value]
+    return save_checkpoint(result.model, path, train, prune=asdict(result.config))
 
 
 def channel_summary(model: ShapesYOLO) -> str:

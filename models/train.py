@@ -20,27 +20,29 @@ on a run this short the average is a markedly better detector than the last step
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 import multiprocessing
-import pickle
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 import torch
-from torch import nn
 
 from models.data import TRAIN_SIZE, TrainBatch, training_batch
 from models.detector import Activation, DetectorConfig, ShapesYOLO, make_grid
 from models.evaluate import Accuracy, FrameTruth, mean_average_precision
-from models.loss import assign, detection_loss, distillation_loss
+from models.fitting import (
+    WeightAverage,
+    images_to_tensor,
+    lr_factor,
+    optimiser_step,
+    param_groups,
+)
 from models.scene import CLASSES
 
 
@@ -112,7 +114,7 @@ def train(config: TrainConfig, on_step: Callable[[StepReport], None] | None = No
     start, cpu_start = time.monotonic(), time.process_time()
     scenes = SceneSet.render(config, on_render)
     model = ShapesYOLO(network or detector_config(config)).train()
-    optimiser = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr)
+    optimiser = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
     average = WeightAverage(model, config.ema_decay)
     grid = make_grid(*config.image_size)
     deadline = start + config.minutes * 60
@@ -122,7 +124,7 @@ def train(config: TrainConfig, on_step: Callable[[StepReport], None] | None = No
         batch = scenes.batch(step, config.batch_size)
         for group in optimiser.param_groups:
             group["lr"] = config.lr * lr_factor(step, config.steps, config.warmup_steps)
-        loss, parts = _step(model, optimiser, batch, grid)
+        loss, parts = optimiser_step(model, optimiser, batch, grid)
         average.update(model)
         done = step + 1
         elapsed = time.monotonic() - start
@@ -135,49 +137,6 @@ def train(config: TrainConfig, on_step: Callable[[StepReport], None] | None = No
             break
     return TrainResult(average.model, config, done, time.monotonic() - start,
                        time.process_time() - cpu_start, done < config.steps, history)
-
-
-def _step(model: ShapesYOLO, optimiser: torch.optim.Optimizer, batch: TrainBatch,
-          grid: torch.Tensor, teacher: ShapesYOLO | None = None,
-          ) -> tuple[float, dict[str, float]]:
-    """One optimiser step on ``batch``; with a ``teacher``, its outputs on the same images
-    are a second target (``distillation_loss``)."""
-    images = images_to_tensor(batch.images)
-    raw = model.features(images)
-    targets = assign(batch.boxes, batch.ignore, grid)
-    loss, parts = detection_loss(raw, grid, targets)
-    if teacher is not None:
-        with torch.no_grad():
-            taught = teacher.features(images)
-        extra, extra_parts = distillation_loss(raw, taught, targets)
-        loss = loss + extra
-        parts = {**parts, **extra_parts}
-    optimiser.zero_grad(set_to_none=True)
-    loss.backward()
-    nn.utils.clip_grad_norm_(model.parameters(), 10.0)
-    optimiser.step()
-    return loss.item(), parts
-
-
-def images_to_tensor(images: np.ndarray) -> torch.Tensor:
-    """[B, H, W, 3] uint8 RGB -> [B, 3, H, W] float in [0, 1]: the card's mean 0, std 1."""
-    return torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
-
-
-def lr_factor(step: int, steps: int, warmup: int) -> float:
-    """Linear warm-up, then cosine decay to 5% of the peak: set by the step, not the clock."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
-    return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on conv weights only: decaying BN scales and biases only hurts."""
-    decay = [p for p in model.parameters() if p.ndim == 4]
-    other = [p for p in model.parameters() if p.ndim != 4]
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": other, "weight_decay": 0.0}]
 
 
 RENDER_CHUNK = 16  # scenes per rendering task: chunk k is training_batch(seed, k, 16)
@@ -243,54 +202,6 @@ class SceneSet:
             boxes.append(rows[0])
             ignore.append(rows[1])
         return TrainBatch(np.stack(images), boxes, ignore)
-
-
-class WeightAverage:
-    """EMA of parameters and BN statistics; the decay ramps up so early steps are not frozen in."""
-
-    def __init__(self, model: ShapesYOLO, decay: float) -> None:
-        self.model: ShapesYOLO = copy.deepcopy(model).eval()
-        self.decay = decay
-        self.updates = 0
-        for p in self.model.parameters():
-            p.requires_grad_(False)
-
-    @torch.no_grad()
-    def update(self, model: nn.Module) -> None:
-        self.updates += 1
-        d = self.decay * (1.0 - math.exp(-self.updates / 200.0))
-        live = model.state_dict()
-        for name, value in self.model.state_dict().items():
-            if value.dtype.is_floating_point:
-                value.mul_(d).add_(live[name].detach(), alpha=1.0 - d)
-            else:
-                value.copy_(live[name])
-
-
-def save_checkpoint(result: TrainResult, path: Path) -> None:
-    """model.pt: the averaged weights, the network's config and the run's config."""
-    torch.save({"detector": result.model.config.to_dict(), "train": asdict(result.config),
-                "state_dict": result.model.state_dict()}, path)
-
-
-def load_checkpoint(path: Path) -> ShapesYOLO:
-    """The network of a model.pt (trained or pruned), in eval mode; raises ValueError for a
-    file that is not one."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        config = DetectorConfig.from_dict(saved["detector"])
-        if saved.get("prune"):  # channels pruned: the saved tensors give the layer widths
-            from models.prune import load_pruned
-
-            return load_pruned(config, saved["state_dict"])
-        model = ShapesYOLO(config)
-        model.load_state_dict(saved["state_dict"])
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError,
-            pickle.UnpicklingError) as e:
-        first = str(e).splitlines()[0] if str(e) else ""
-        raise ValueError(f"{path}: not a ShapesYOLO checkpoint ({type(e).__name__}: "
-                         f"{first[:120]})") from e
-    return model.eval()
 
 
 @torch.no_grad()

@@ -1,4 +1,5 @@
-"""The types that flow through a pipeline: Frame -> Batch -> Detections -> Result.
+"""The types that flow through a pipeline: DecodedPicture -> Frame -> Batch -> Detections ->
+Result, the same on every device.
 
 They are small dataclasses that check their own shapes, so a backend that returns the wrong
 thing fails where it returns it, with a message that says what was expected.
@@ -14,7 +15,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from pipelines.preprocess.letterbox import Letterbox
+from pipelines.geometry import Letterbox
+
+
+@dataclass(slots=True)
+class DecodedPicture:
+    """What a decoder hands the decode stage: (H, W, 3) uint8 RGB on the decoder's device,
+    ready once ``ready`` (the CUDA event of the decoder's stream, or None) completes.
+    ``source_size`` is the (width, height) decoded when the decoder already shrank ``image``
+    to the model's letterbox; None when ``image`` is full size."""
+
+    image: torch.Tensor
+    pts: float | None  # seconds
+    source_size: tuple[int, int] | None = None
+    ready: Any = None
 
 
 @dataclass(slots=True)
@@ -83,14 +97,20 @@ class Frame:
 class Batch:
     """Frames prepared for the model: one input tensor and the letterbox of each frame.
 
-    ``tensor`` is laid out as the model wants it (NCHW float, or NHWC uint8). ``outputs`` is
-    filled by the inference stage with the model's raw outputs, keyed by output name.
+    ``tensor`` is laid out as the model wants it (NCHW float, or NHWC uint8), on the device of
+    the preprocessor that made it. ``outputs`` is filled by the inference stage with the
+    model's raw outputs, keyed by output name: numpy arrays from a host runtime, tensors
+    still on the device from a GPU one, valid once ``ready`` (a CUDA event, or None)
+    completes; ``started`` is the event recorded as the inference was enqueued, so the GPU
+    time between the two can be read once the results are in.
     """
 
     frames: list[Frame]
     tensor: torch.Tensor
     letterboxes: list[Letterbox]
-    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    ready: Any = None
+    started: Any = None
 
     def __post_init__(self) -> None:
         n = len(self.frames)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipelines.channel import Channel
 from pipelines.metrics import PipelineMetrics
-from pipelines.stage import Stage
+from pipelines.stage import Stage, run_stage
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class Pipeline:
     """Stages linked by channels, serving the named streams."""
 
-    def __init__(self, stages: Sequence[Stage], channels: Sequence[Channel[Any]],
+    def __init__(self, stages: Sequence[Stage[Any, Any]], channels: Sequence[Channel[Any]],
                  metrics: PipelineMetrics, streams: Sequence[str]) -> None:
         self.stages = list(stages)
         self.channels = list(channels)
@@ -45,7 +45,7 @@ class Pipeline:
         try:
             async with asyncio.TaskGroup() as group:
                 for stage in self.stages:
-                    group.create_task(stage.run(), name=f"stage-{stage.worker.name}")
+                    group.create_task(run_stage(stage), name=f"stage-{stage.worker.name}")
             completed = True
         finally:
             self.wall_s = time.monotonic() - self.started_at

@@ -1,9 +1,12 @@
-"""Stage: one step of a pipeline, with one Worker thread that does its heavy work.
+"""Stage: one step of a pipeline as a passive processor, and ``run_stage``, the one loop that
+drives every stage.
 
-The event loop only moves items between channels; every decode, resize, inference or write runs
-on the stage's own thread, so stages overlap on separate cores (FFmpeg, OpenCV and ONNX Runtime
-release the GIL). One thread per stage also keeps a CUDA context and stream with the thread that
-uses them.
+A stage says what one call does (``process``, on its own Worker thread), what it takes
+(``next_items``: from its input channel by default) and what it hands on (``outputs``); the
+runner takes, calls, hands on in the order taken, records the metrics and closes the output
+when the input ends. The event loop only moves items between channels, so stages overlap on
+separate cores (FFmpeg, OpenCV and ONNX Runtime release the GIL), and one thread per stage
+keeps a CUDA context and stream with the thread that uses them.
 """
 
 from __future__ import annotations
@@ -11,17 +14,18 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, Generic, TypeVar
 
+from pipelines.channel import Channel
+from pipelines.errors import ChannelClosed
 from pipelines.metrics import PipelineMetrics
 
-if TYPE_CHECKING:
-    from pipelines.channel import Channel
-
 R = TypeVar("R")
-T = TypeVar("T")
+In = TypeVar("In")
+Out = TypeVar("Out")
+Call = asyncio.Future[tuple[Any, float]]  # a call on a worker: its result, seconds it took
 
 
 class Worker:
@@ -51,40 +55,131 @@ class Worker:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-class Stage(abc.ABC):
-    """A pipeline step. Subclasses implement ``run``: read input channel(s), call into the
-    worker, write output channel(s), and close their outputs when their input ends."""
+class Stage(abc.ABC, Generic[In, Out]):
+    """A pipeline step. Subclasses implement ``process`` (on the worker thread) and
+    ``outputs`` (on the event loop, in the order the items were taken); ``run_stage`` does
+    the rest.
 
-    def __init__(self, name: str, metrics: PipelineMetrics, *, worker_name: str | None = None,
-                 threads: int = 1):
+    ``take_at_once`` items are taken per call, waiting at most ``take_timeout_s`` for more
+    after the first. ``calls_at_once`` calls may be in flight, running on the worker's
+    threads or queued behind them. With ``call_ahead`` a call's slot is free once its result
+    is in, so the next call starts while its outputs are handed on (the worker need not wait
+    for the event loop); without it, only once they all are. ``outputs`` may be a generator:
+    each output is made just before it is put, and a source counts it there."""
+
+    def __init__(self, name: str, metrics: PipelineMetrics, *, input: Channel[In] | None,
+                 output: Channel[Out] | None, worker_name: str | None = None,
+                 threads: int = 1, take_at_once: int = 1, take_timeout_s: float = 0.0,
+                 calls_at_once: int = 1, call_ahead: bool = False) -> None:
+        if take_at_once < 1:
+            raise ValueError(f"items per call must be >= 1, got {take_at_once}")
+        if calls_at_once < 1:
+            raise ValueError(f"calls at once must be >= 1, got {calls_at_once}")
         self.name = name
         self.metrics = metrics
+        self.input = input
+        self.output = output
+        self.take_at_once = take_at_once
+        self.take_timeout_s = take_timeout_s
+        self.calls_at_once = calls_at_once
+        self.call_ahead = call_ahead
         self.worker = Worker(worker_name or name, threads)
         self._stopping = False
         metrics.register_stage(name, threads)  # busy fractions are per thread
 
+    async def next_items(self) -> list[In]:
+        """The items of the next call (each one's wait in the channel recorded); raises
+        ChannelClosed when there are no more. A source overrides it."""
+        if self.input is None:
+            raise TypeError(f"stage {self.name} has no input channel; override next_items")
+        taken = await self.input.get_batch(self.take_at_once, self.take_timeout_s)
+        for _, waited in taken:
+            self.metrics.observe_wait(self.name, waited)
+        return [item for item, _ in taken]
+
+    def admit(self, items: list[In]) -> list[In]:
+        """The taken items worth a call (the rest dropped and counted here); all by default."""
+        return items
+
     @abc.abstractmethod
-    async def run(self) -> None:
-        """Process items until the input ends (or, for a source, until stop is requested)."""
+    def process(self, items: list[In]) -> Any:
+        """One call's work, on the worker thread."""
+
+    @abc.abstractmethod
+    def outputs(self, items: list[In], result: Any, seconds: float) -> Iterable[Out]:
+        """What the call's result hands on, on the event loop, in the order taken."""
+
+    def work_seconds(self, result: Any, seconds: float) -> float | None:
+        """The work time to record for a call (None: recorded elsewhere); the call's time on
+        the worker thread by default."""
+        return seconds
 
     def request_stop(self) -> None:
         """Ask a source stage to stop producing; the rest of the pipeline then drains."""
         self._stopping = True
 
-    async def take(self, channel: Channel[T], most: int, timeout_s: float = 0.0) -> list[T]:
-        """Up to ``most`` items of ``channel`` (see ``Channel.get_batch``), each one's wait in
-        the channel recorded under the stage's name; raises ChannelClosed when it is done."""
-        taken = await channel.get_batch(most, timeout_s)
-        for _, waited in taken:
-            self.metrics.observe_wait(self.name, waited)
-        return [item for item, _ in taken]
-
-    async def call(self, fn: Callable[..., R], *args: object) -> tuple[R, float]:
-        """Run ``fn`` on this stage's worker and record its work time under the stage's name."""
-        result, seconds = await self.worker.run(fn, *args)
-        self.metrics.observe_stage(self.name, seconds)
-        return result, seconds
-
     def close(self) -> None:
         """Release the worker thread and anything the stage holds. Idempotent."""
         self.worker.close()
+
+
+async def run_stage(stage: Stage[Any, Any]) -> None:
+    """Drive ``stage`` until its input ends: take items while a call slot is free, start each
+    call on the worker, and hand the results on, in the order taken, from a second task, so
+    that no finished call waits for the next take. A stage's failure is raised as its own
+    error; every call never handed on is cancelled and its outcome collected."""
+    slots = asyncio.Semaphore(stage.calls_at_once)
+    calls: Channel[tuple[list[Any], Call]] = Channel(f"{stage.name}/calls",
+                                                    stage.calls_at_once)
+    try:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(_hand_on_in_order(stage, calls, slots))
+            try:
+                await _take_and_start(stage, calls, slots)
+            finally:
+                calls.close()
+    except BaseExceptionGroup as e:  # one of the two tasks failed: its error is the stage's
+        raise e.exceptions[0] from None
+    finally:
+        left = [call for _, call in calls.abort()]
+        for call in left:
+            call.cancel()
+        if left:  # the stage fails with the first error; later ones are only collected
+            await asyncio.gather(*left, return_exceptions=True)
+        if stage.output is not None:
+            stage.output.close()
+
+
+async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],
+                          slots: asyncio.Semaphore) -> None:
+    while True:
+        await slots.acquire()
+        try:
+            items = stage.admit(await stage.next_items())
+        except ChannelClosed:
+            return
+        if not items:
+            slots.release()
+            continue
+        await calls.put((items, asyncio.ensure_future(stage.worker.run(stage.process, items))))
+
+
+async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],
+                            slots: asyncio.Semaphore) -> None:
+    while True:
+        try:
+            items, call = await calls.get()
+        except ChannelClosed:
+            return
+        result, seconds = await call
+        if stage.call_ahead:
+            slots.release()
+        work = stage.work_seconds(result, seconds)
+        if work is not None:
+            stage.metrics.observe_stage(stage.name, work)
+        for item in stage.outputs(items, result, seconds):
+            if stage.output is None:
+                raise TypeError(f"stage {stage.name} has no output channel for {item!r}")
+            await stage.output.put(item)
+        if not stage.call_ahead:
+            slots.release()

@@ -72,13 +72,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
-import torch
 
+from models.errors import ModelError
 from models.runtime.onnxruntime import OnnxRuntimeBackend
-from models.spec import InputSpec
+from models.spec import InputSpec, ModelSpec
 from pipelines.decode.pyav import PyAVDecoder, ScaleTo
 from pipelines.errors import DecodeError
 from pipelines.frame import Frame
@@ -166,8 +167,7 @@ def time_feed(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
             done, start, cpu_start = 0, 0.0, 0.0
             for packet in container.demux(stream):
                 for picture in decoder.decode(packet):
-                    prepare.prepare(Frame("probe", done, None, 0.0,
-                                          torch.from_numpy(picture.image),
+                    prepare.prepare(Frame("probe", done, None, 0.0, picture.image,
                                           source_size=picture.source_size))
                     done += 1
                     if done == 1:  # the clock starts once the decoder is up
@@ -186,6 +186,43 @@ def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAM
     """ms per frame to decode and preprocess a file's first frames (see ``time_feed``)."""
     probe = time_feed(path, spec, frames, threads=threads, scaled=scaled)
     return None if probe is None else probe.wall_ms
+
+
+def choose_threads(infer_threads: int | None, decode_threads: int | None, cores: int,
+                   costs: StageCosts | None = None) -> ThreadPlan:
+    """How many threads ONNX Runtime and each FFmpeg decoder get: the given ones, else from
+    the measured stage costs."""
+    return plan_threads(costs, cores, infer_threads=infer_threads,
+                        decode_threads=decode_threads)
+
+
+def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
+                  scaled: bool = True) -> StageCosts:
+    """Inference per frame on one thread, and decode (``scaled``: to the model's size) +
+    preprocess per frame summed over the sources (None if any is live: a camera cannot be
+    read ahead)."""
+    infer_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype)
+    feed: float | None = 0.0
+    for source in sources:
+        path = getattr(source, "path", None)
+        cost = (None if source.live or path is None
+                else measure_feed_ms(path, spec.input, scaled=scaled))
+        feed = None if cost is None or feed is None else feed + cost
+    return StageCosts(infer_ms, feed, max(1, len(sources)))
+
+
+def probe_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
+                scaled: bool = True) -> StageCosts | None:
+    """``measure_costs``, or None when the probe cannot run the model (a model that does not
+    match its card fails right after, in ``check_compatible``, with the message that says so)."""
+    try:
+        return measure_costs(model_path, spec, sources, scaled=scaled)
+    except ModelError:
+        raise
+    except Exception as e:  # ONNX Runtime raises its own untyped errors for a bad feed
+        log.warning("could not measure stage costs (%s); threads from the core count",
+                    str(e).splitlines()[0][:160])
+        return None
 
 
 def plan_threads(costs: StageCosts | None, cores: int, *, infer_threads: int | None = None,

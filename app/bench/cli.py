@@ -17,7 +17,7 @@ from app.bench.profile import profile as run_profile
 from app.bench.tables import compare_table, live_table, profile_table, scaling_table
 from app.demo import ensure_demo_clip
 from models.zoo import model_variants, resolve_model
-from pipelines.build import PipelineOptions
+from pipelines.options import PipelineOptions
 from pipelines.sources.synthetic import make_demo_clip
 
 

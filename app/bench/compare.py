@@ -20,7 +20,7 @@ from app.bench.alone import StagesAlone, measure_alone
 from app.bench.handloop import measure_hand_loop
 from app.bench.measure import CORES, LatencySink, Measurement, measure_pipeline
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions
+from pipelines.options import PipelineOptions
 from pipelines.sources.paced import PacedFileSource
 
 

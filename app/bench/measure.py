@@ -19,9 +19,10 @@ import numpy as np
 
 from app.runner import stream_ids
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions, build_pipeline, open_file
+from pipelines.build import build_pipeline, open_file
 from pipelines.frame import Result
 from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
 from pipelines.sources.file import FileSource
 
 CORES = os.cpu_count() or 1

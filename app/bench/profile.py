@@ -18,8 +18,9 @@ from typing import Any
 from app.bench.measure import CORES, LatencySink
 from app.runner import stream_ids
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions, build_pipeline
+from pipelines.build import build_pipeline
 from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
 from pipelines.threads import ThreadPlan
 

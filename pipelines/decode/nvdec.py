@@ -28,7 +28,6 @@ raises become DecodeError, which the stage counts as ``decode_error``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -38,20 +37,12 @@ import torch
 
 from pipelines.cuda import import_gpu_library, parse_device, record_ready, require_cuda
 from pipelines.errors import DecodeError, DeviceError
+from pipelines.frame import DecodedPicture
 
 log = logging.getLogger(__name__)
 
 NVDEC_CODECS = {"h264": "H264", "hevc": "HEVC", "av1": "AV1"}
 _START_CODES = (b"\x00\x00\x00\x01", b"\x00\x00\x01")
-
-
-@dataclass(slots=True)
-class GpuPicture:
-    """A decoded picture on the GPU: (H, W, 3) uint8 RGB, ready once ``ready`` completes."""
-
-    image: torch.Tensor
-    pts: float | None  # seconds
-    ready: Any = None  # torch.cuda.Event
 
 
 class AnnexB:
@@ -89,7 +80,7 @@ class NvdecDecoder:
 
     ``low_latency`` hands each picture out as soon as it is decoded (live cameras); the
     default keeps the decoder's few frames of reordering delay, which files do not mind.
-    A PictureDecoder like PyAVDecoder, but its pictures are GpuPictures.
+    A PictureDecoder like PyAVDecoder, but its pictures are DecodedPictures on the GPU.
     """
 
     def __init__(self, stream: av.video.stream.VideoStream, device: str = "cuda:0", *,
@@ -122,7 +113,7 @@ class NvdecDecoder:
         self._end_of_picture = int(flag)  # each demuxed packet holds a whole picture
         self.size = (stream.codec_context.width, stream.codec_context.height)
 
-    def decode(self, packet: av.Packet | None) -> list[GpuPicture]:
+    def decode(self, packet: av.Packet | None) -> list[DecodedPicture]:
         """The pictures this packet completes; ``None`` or an empty packet flushes."""
         if self._decoder is None:
             raise DecodeError("NVDEC decoder is closed")
@@ -148,7 +139,7 @@ class NvdecDecoder:
         packet.decode_flag = self._end_of_picture if data else 0
         return list(self._decoder.Decode(packet))  # the parser reads the buffer before returning
 
-    def _pictures(self, frames: list[Any]) -> list[GpuPicture]:
+    def _pictures(self, frames: list[Any]) -> list[DecodedPicture]:
         if not frames:
             return []
         images = []
@@ -157,7 +148,8 @@ class NvdecDecoder:
                 surface = torch.from_dlpack(frame)  # a view of the decoder's surface
                 images.append((rgb_image(surface, self.size), int(frame.getPTS())))
         ready = record_ready(self.stream)
-        return [GpuPicture(image, None if pts < 0 else float(pts * self._time_base), ready)
+        base = self._time_base
+        return [DecodedPicture(image, None if pts < 0 else float(pts * base), ready=ready)
                 for image, pts in images]
 
     def close(self) -> None:

@@ -23,18 +23,13 @@ from fractions import Fraction
 
 import av
 import numpy as np
+import torch
 from av.video.reformatter import VideoReformatter
 
 from models.spec import InputSpec
 from pipelines.errors import DecodeError
-from pipelines.preprocess.letterbox import Letterbox, ResizeMode, wants_area_filter
-
-
-@dataclass(slots=True)
-class DecodedPicture:
-    image: np.ndarray  # (H, W, 3) uint8 RGB
-    pts: float | None  # seconds
-    source_size: tuple[int, int] | None = None  # (width, height) decoded, when image is scaled
+from pipelines.frame import DecodedPicture
+from pipelines.geometry import Letterbox, ResizeMode, wants_area_filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +107,7 @@ class PyAVDecoder:
     def _picture(self, frame: av.VideoFrame) -> DecodedPicture:
         pts = float(frame.pts * self._time_base) if frame.pts is not None else None
         image, source = self._rgb.convert(frame)
-        return DecodedPicture(image, pts, source)
+        return DecodedPicture(torch.from_numpy(image), pts, source)
 
     def close(self) -> None:
         """Nothing to release: the codec context belongs to the source's container."""

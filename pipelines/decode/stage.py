@@ -7,7 +7,6 @@ the frames it was given.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -15,12 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import av
-import torch
 
 from pipelines.channel import Channel
-from pipelines.decode.pyav import DecodedPicture
-from pipelines.errors import DecodeError
-from pipelines.frame import Frame
+from pipelines.errors import ChannelClosed, DecodeError
+from pipelines.frame import DecodedPicture, Frame
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage
 
@@ -70,79 +67,79 @@ class DecodeStep:
     decode_s: float = 0.0  # time in the decoder: waiting for a live source's packets is not work
 
 
-class DecodeStage(Stage):
+class DecodeStage(Stage[int, Frame]):
+    """A source stage: each call asks the decoder thread for up to ``pictures_per_call``
+    pictures. A file is read ahead one call (its next pictures are decoded while the event
+    loop hands on the last ones) and several pictures per call; a camera's read blocks until
+    its next frame, so it gets one picture per call and no read-ahead."""
+
     def __init__(self, source: PacketSource, make_decoder: Callable[[Any], PictureDecoder],
                  output: Channel[Frame], metrics: PipelineMetrics, *,
                  frame_limit: int | None = None, pictures_per_call: int | None = None) -> None:
-        # A file is read ahead several pictures per call to the worker, so the decoder does
-        # not sit idle while the event loop hands each one on; a live picture goes at once.
         if pictures_per_call is None:
             pictures_per_call = 1 if source.live else FILE_READ_AHEAD
         if pictures_per_call < 1:
             raise ValueError(f"pictures per call must be >= 1, got {pictures_per_call}")
-        super().__init__("decode", metrics, worker_name=f"decode-{source.stream_id}")
+        super().__init__("decode", metrics, input=None, output=output,
+                         worker_name=f"decode-{source.stream_id}", call_ahead=not source.live)
         self.pictures_per_call = pictures_per_call
         self.source = source
         self._make_decoder = make_decoder
         self.decoder: PictureDecoder | None = None
         self._epoch = -1
-        self.output = output
         self.stream_id = source.stream_id
-        self.decoded = 0
+        self.decoded = 0  # pictures handed on (received)
         self.decode_errors = 0
         self.frame_limit = frame_limit
         self._packets: Iterator[av.Packet] | None = None
+        self._index = 0  # the next frame's index: pictures and errors both count
+        self._kept = 0  # pictures kept to be handed on: ``decoded`` once they all are
+        self._ended = False
 
-    async def run(self) -> None:
-        index = 0
-        # A file's next pictures are decoded while the event loop hands on the last ones: the
-        # decoder thread does not wait for the loop between calls. A camera's are not: its read
-        # blocks until the next frame, and one picture per call already goes at once.
-        read_ahead = not self.source.live
-        pending: asyncio.Future[tuple[DecodeStep, float]] | None = None
-        try:
-            while not self._stopping and not self._limit_reached():
-                if pending is None:
-                    pending = self._submit(self.decoded)
-                step, _ = await pending
-                pending = None
-                after = self.decoded + len(step.pictures)
-                if (read_ahead and not step.ended and not self._stopping
-                        and (self.frame_limit is None or after < self.frame_limit)):
-                    pending = self._submit(after)
-                self.metrics.observe_stage(self.name, step.decode_s)
-                seconds = step.decode_s
-                for picture in step.pictures:
-                    if self._limit_reached():
-                        break
-                    arrived = self.source.arrival_time(picture.pts)
-                    captured_at = step.captured_at if arrived is None else arrived
-                    image = picture.image if isinstance(picture.image, torch.Tensor) \
-                        else torch.from_numpy(picture.image)
-                    frame = Frame(self.stream_id, index, picture.pts, captured_at, image,
-                                  ready=getattr(picture, "ready", None),
-                                  timings={"decode": seconds / len(step.pictures)},
-                                  source_size=getattr(picture, "source_size", None))
-                    index += 1
-                    self.decoded += 1
-                    self.metrics.frame_received(self.stream_id)
-                    await self.output.put(frame)
-                self._count_errors(step.errors)
-                index += step.errors
-                if step.ended:
-                    self._count_missing()
-                    break
-        finally:
-            if pending is not None:  # pictures decoded ahead and never handed on: not received
-                pending.cancel()
-            self.output.close()
-
-    def _submit(self, decoded: int) -> asyncio.Future[tuple[DecodeStep, float]]:
-        """The next call to the decoder thread, once ``decoded`` pictures are accounted for."""
+    async def next_items(self) -> list[int]:
+        """How many pictures the next call asks for; ChannelClosed once the stream ended, the
+        frame limit is reached or a stop was asked for."""
+        if self._ended or self._stopping or self._limit_reached():
+            raise ChannelClosed(f"{self.stream_id}: no more pictures")
         wanted = self.pictures_per_call
         if self.frame_limit is not None:
-            wanted = max(1, min(wanted, self.frame_limit - decoded))
-        return asyncio.ensure_future(self.worker.run(self._step, wanted))
+            wanted = min(wanted, self.frame_limit - self._kept)
+        return [wanted]
+
+    def process(self, items: list[int]) -> DecodeStep:
+        return self._step(items[0])
+
+    def work_seconds(self, result: DecodeStep, seconds: float) -> float:
+        return result.decode_s  # waiting for a live source's packets is not work
+
+    def outputs(self, items: list[int], result: DecodeStep,
+                seconds: float) -> Iterator[Frame]:
+        """The call's pictures as Frames, each counted as received as it is handed on.
+        Errors are counted at once; pictures past the limit, or decoded after a stop, are not
+        received. The books are updated before the first frame goes, so the next call is
+        asked for knowing them."""
+        if self._ended or self._stopping:
+            return
+        pictures = result.pictures
+        if self.frame_limit is not None:
+            pictures = pictures[:self.frame_limit - self._kept]
+        first = self._index
+        self._kept += len(pictures)
+        self._index += len(pictures) + result.errors
+        self._count_errors(result.errors)
+        if result.ended:
+            self._ended = True
+            self._count_missing()
+        for i, picture in enumerate(pictures):
+            arrived = self.source.arrival_time(picture.pts)
+            frame = Frame(self.stream_id, first + i, picture.pts,
+                          result.captured_at if arrived is None else arrived, picture.image,
+                          ready=picture.ready,
+                          timings={"decode": result.decode_s / len(result.pictures)},
+                          source_size=picture.source_size)
+            self.decoded += 1
+            self.metrics.frame_received(self.stream_id)
+            yield frame
 
     def request_stop(self) -> None:
         """Stop reading now: the source's close() is thread-safe, and ends a wait for a live
@@ -151,7 +148,7 @@ class DecodeStage(Stage):
         self.source.close()
 
     def _limit_reached(self) -> bool:
-        return self.frame_limit is not None and self.decoded >= self.frame_limit
+        return self.frame_limit is not None and self._kept >= self.frame_limit
 
     def _step(self, wanted: int) -> DecodeStep:
         """On the decoder thread: read packets until ``wanted`` pictures came out, a packet
@@ -194,7 +191,7 @@ class DecodeStage(Stage):
     def _count_missing(self) -> None:
         """A truncated file declares more frames than it delivers: count the rest as errors."""
         declared = self.source.frame_count
-        seen = self.decoded + self.decode_errors
+        seen = self._kept + self.decode_errors
         if declared is not None and declared > seen:
             missing = declared - seen
             log.warning("%s: %d of %d declared frames could not be decoded (truncated or "
@@ -204,6 +201,7 @@ class DecodeStage(Stage):
 
     def close(self) -> None:
         super().close()
+        self._ended = True
         if self.decoder is not None:
             self.decoder.close()
         self.source.close()

@@ -19,40 +19,23 @@ Functions take tensors on any device; the CPU tests check them against nms.py an
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from models.spec import ModelSpec, OutputSpec
-from pipelines.channel import Channel
 from pipelines.cuda import wait_ready
-from pipelines.errors import ChannelClosed, ModelError
-from pipelines.frame import Detections, Frame, Result
-from pipelines.metrics import PipelineMetrics
+from pipelines.errors import ModelError
+from pipelines.frame import Batch, Detections, Frame
+from pipelines.geometry import Letterbox
+from pipelines.postprocess.stage import Decoded
 from pipelines.postprocess.yolo import decode_ssd
-from pipelines.preprocess.letterbox import Letterbox
-from pipelines.stage import Stage
 
 MAX_CANDIDATES = 4096  # per image; a YOLO head above its threshold rarely has a tenth of that
 NMS_ELEMENTS = 1 << 24  # images whose K x K overlaps are suppressed together (memory bound)
-
-
-@dataclass(slots=True)
-class GpuBatch:
-    """A batch after inference on the GPU: raw outputs still on the device, ready once
-    ``ready`` (a CUDA event of the inference stream) completes."""
-
-    frames: list[Frame]
-    letterboxes: list[Letterbox]
-    outputs: dict[str, torch.Tensor]
-    ready: Any = None
-    started: Any = None  # timing event recorded when inference was enqueued
-
-    def __len__(self) -> int:
-        return len(self.frames)
 
 
 def box_iou_matrix(boxes: torch.Tensor) -> torch.Tensor:
@@ -216,70 +199,49 @@ def _to_host(boxes: torch.Tensor, score: torch.Tensor, class_id: torch.Tensor,
     return found
 
 
-class GpuPostprocessStage(Stage):
-    """PostprocessStage for GpuBatches: decodes and suppresses boxes on the GPU, on its own
+class TorchPostprocessor:
+    """The Postprocessor for outputs on a GPU: decodes and suppresses boxes there, on its own
     stream, after the inference stream's event. Frames keep their pixels only when a sink
     draws on them; those are copied to the host here, where they leave the GPU.
 
     Inference only enqueues work, so its host time says little; once the results are here
-    (and so the inference has finished) this stage records the batch's GPU time, measured
-    between the inference's CUDA events, as the ``infer`` stage's work time."""
+    (and so the inference has finished) the batch's GPU time, measured between the
+    inference's CUDA events, is handed back as the ``infer`` stage's work time."""
 
-    def __init__(self, spec: ModelSpec, input: Channel[GpuBatch], output: Channel[Result],
-                 metrics: PipelineMetrics, *, device: torch.device,
-                 keep_images: bool = False) -> None:
-        super().__init__("postprocess", metrics)
+    def __init__(self, spec: ModelSpec, device: torch.device) -> None:
         self.spec = spec
-        self.input = input
-        self.output = output
-        self.keep_images = keep_images
         self.stream = torch.cuda.Stream(device=device) if device.type == "cuda" else None
 
-    async def run(self) -> None:
-        try:
-            while True:
-                try:
-                    batch, waited = await self.input.get_timed()
-                except ChannelClosed:
-                    return
-                self.metrics.observe_wait(self.name, waited)
-                (detections, frames), seconds = await self.call(self._decode, batch)
-                infer_s = _elapsed(batch.started, batch.ready)
-                if infer_s is not None:
-                    self.metrics.observe_stage("infer", infer_s)
-                for frame, boxes in zip(frames, detections, strict=True):
-                    frame.timings["postprocess"] = seconds
-                    if infer_s is not None:
-                        frame.timings["infer"] = infer_s
-                    await self.output.put(Result(frame, boxes, frame.timings))
-        finally:
-            self.output.close()
-
-    def _decode(self, batch: GpuBatch) -> tuple[list[Detections], list[Frame]]:
+    def decode(self, batch: Batch, keep_images: bool) -> Decoded:
         if self.stream is None:
-            return self._decode_now(batch), self._frames(batch)
+            return self._decode_now(batch, keep_images)
         with torch.cuda.stream(self.stream):
             wait_ready(self.stream, [batch.ready], batch.outputs.values())
-            return self._decode_now(batch), self._frames(batch)
+            return self._decode_now(batch, keep_images)
 
-    def _decode_now(self, batch: GpuBatch) -> list[Detections]:
+    def _decode_now(self, batch: Batch, keep_images: bool) -> Decoded:
         spec = self.spec
-        return decode_outputs_gpu(batch.outputs, batch.letterboxes, spec.output,
-                                  (spec.input.width, spec.input.height), spec.num_classes)
+        detections = decode_outputs_gpu(batch.outputs, batch.letterboxes, spec.output,
+                                        (spec.input.width, spec.input.height),
+                                        spec.num_classes)
+        return Decoded(detections, self._frames(batch, keep_images),
+                       _elapsed(batch.started, batch.ready))
 
-    def _frames(self, batch: GpuBatch) -> list[Frame]:
+    def _frames(self, batch: Batch, keep_images: bool) -> list[Frame]:
         """The frames to hand on: without pixels, or with them on the host for the sinks."""
-        if not self.keep_images:
+        if not keep_images:
             return [frame.without_image() for frame in batch.frames]
         kept = []
         for frame in batch.frames:
             if frame.image is not None and frame.image.is_cuda:
                 if self.stream is not None:
                     wait_ready(self.stream, [frame.ready], [frame.image])
-                frame = Frame(frame.stream_id, frame.index, frame.pts, frame.captured_at,
-                              frame.image.cpu(), None, frame.timings)
+                frame = dataclasses.replace(frame, image=frame.image.cpu(), ready=None)
             kept.append(frame)
         return kept
+
+    def close(self) -> None:
+        """Nothing to release: the stream is torch's."""
 
 
 def _elapsed(started: Any, ready: Any) -> float | None:

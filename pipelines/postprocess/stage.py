@@ -1,48 +1,86 @@
-"""PostprocessStage: model outputs -> Detections in source pixels -> one Result per frame."""
+"""PostprocessStage: model outputs -> Detections in source pixels -> one Result per frame.
+
+The work is a Postprocessor's: ``HostPostprocessor`` decodes numpy outputs on the CPU,
+``pipelines.postprocess.gpu.TorchPostprocessor`` decodes and suppresses boxes on the GPU and
+copies only the kept ones out.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Protocol
+
 from models.spec import ModelSpec
 from pipelines.channel import Channel
-from pipelines.errors import ChannelClosed
-from pipelines.frame import Batch, Detections, Result
+from pipelines.frame import Batch, Detections, Frame, Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.postprocess.yolo import decode_outputs
 from pipelines.stage import Stage
 
 
-class PostprocessStage(Stage):
+@dataclass(slots=True)
+class Decoded:
+    """One batch after postprocessing: each frame's boxes, the frames to hand on (on the
+    host; with their pixels only where a sink draws on them) and, where the runtime is
+    timed on the device, the batch's inference time read from its events."""
+
+    detections: list[Detections]
+    frames: list[Frame]
+    infer_s: float | None = None
+
+
+class Postprocessor(Protocol):
+    def decode(self, batch: Batch, keep_images: bool) -> Decoded: ...
+
+    def close(self) -> None: ...
+
+
+class HostPostprocessor:
+    """numpy box decoding and NMS for outputs on the host."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+
+    def decode(self, batch: Batch, keep_images: bool) -> Decoded:
+        spec = self.spec
+        detections = decode_outputs(batch.outputs, batch.letterboxes, spec.output,
+                                    (spec.input.width, spec.input.height), spec.num_classes)
+        frames = batch.frames if keep_images else [f.without_image() for f in batch.frames]
+        return Decoded(detections, frames)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class PostprocessStage(Stage[Batch, Result]):
     """Decodes boxes for a whole batch on its worker, then hands out per-frame Results.
 
     Frames keep their pixels only when ``keep_images`` (a sink draws on them); otherwise the
     image is released here so that results waiting for a slow sink hold no frame memory.
     """
 
-    def __init__(self, spec: ModelSpec, input: Channel[Batch], output: Channel[Result],
-                 metrics: PipelineMetrics, *, keep_images: bool = False) -> None:
-        super().__init__("postprocess", metrics)
-        self.spec = spec
-        self.input = input
-        self.output = output
+    def __init__(self, postprocessor: Postprocessor, input: Channel[Batch],
+                 output: Channel[Result], metrics: PipelineMetrics, *,
+                 keep_images: bool = False) -> None:
+        super().__init__("postprocess", metrics, input=input, output=output)
+        self.postprocessor = postprocessor
         self.keep_images = keep_images
 
-    async def run(self) -> None:
-        try:
-            while True:
-                try:
-                    batch, waited = await self.input.get_timed()
-                except ChannelClosed:
-                    return
-                self.metrics.observe_wait(self.name, waited)
-                detections, seconds = await self.call(self._decode, batch)
-                for frame, boxes in zip(batch.frames, detections, strict=True):
-                    kept = frame if self.keep_images else frame.without_image()
-                    frame.timings["postprocess"] = seconds
-                    await self.output.put(Result(kept, boxes, frame.timings))
-        finally:
-            self.output.close()
+    def process(self, items: list[Batch]) -> Decoded:
+        (batch,) = items
+        return self.postprocessor.decode(batch, self.keep_images)
 
-    def _decode(self, batch: Batch) -> list[Detections]:
-        spec = self.spec
-        return decode_outputs(batch.outputs, batch.letterboxes, spec.output,
-                              (spec.input.width, spec.input.height), spec.num_classes)
+    def outputs(self, items: list[Batch], result: Decoded, seconds: float) -> list[Result]:
+        if result.infer_s is not None:
+            self.metrics.observe_stage("infer", result.infer_s)
+        found = []
+        for frame, boxes in zip(result.frames, result.detections, strict=True):
+            frame.timings["postprocess"] = seconds
+            if result.infer_s is not None:
+                frame.timings["infer"] = result.infer_s
+            found.append(Result(frame, boxes, frame.timings))
+        return found
+
+    def close(self) -> None:
+        super().close()
+        self.postprocessor.close()

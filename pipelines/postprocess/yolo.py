@@ -16,8 +16,8 @@ import numpy as np
 from models.spec import OutputSpec
 from pipelines.errors import ModelError
 from pipelines.frame import Detections
+from pipelines.geometry import Letterbox
 from pipelines.postprocess.nms import nms
-from pipelines.preprocess.letterbox import Letterbox
 
 
 def decode_outputs(

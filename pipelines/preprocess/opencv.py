@@ -17,7 +17,7 @@ import torch
 
 from models.spec import InputSpec
 from pipelines.frame import Batch, Frame
-from pipelines.preprocess.letterbox import Letterbox, wants_area_filter
+from pipelines.geometry import Letterbox, wants_area_filter
 
 
 class OpenCVPreprocessor:
@@ -59,6 +59,9 @@ class OpenCVPreprocessor:
         letterboxes = [self._prepare_into(frame, tensor[i]) for i, frame in enumerate(frames)]
         return Batch(frames=list(frames), tensor=torch.from_numpy(tensor),
                      letterboxes=letterboxes)
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     def _batch_shape(self, n: int) -> tuple[int, int, int, int]:
         w, h = self._size

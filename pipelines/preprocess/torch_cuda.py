@@ -38,7 +38,7 @@ from pipelines.cuda import (
     wait_ready,
 )
 from pipelines.frame import Batch, Frame
-from pipelines.preprocess.letterbox import Letterbox
+from pipelines.geometry import Letterbox
 
 
 class TorchPreprocessor:

@@ -14,7 +14,6 @@ from typing import Protocol
 
 from models.spec import ModelSpec
 from pipelines.channel import Channel
-from pipelines.errors import ChannelClosed
 from pipelines.frame import Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage
@@ -32,31 +31,26 @@ class Sink(Protocol):
     def close(self, commit: bool = True) -> None: ...
 
 
-class SinkStage(Stage):
+class SinkStage(Stage[Result, None]):
+    """Whatever results are waiting (up to TAKE_AT_ONCE) in one call to the worker: a write
+    is often cheaper than the hand-over to the thread."""
+
     def __init__(self, sinks: Sequence[Sink], spec: ModelSpec, input: Channel[Result],
                  metrics: PipelineMetrics) -> None:
-        super().__init__("sink", metrics)
+        super().__init__("sink", metrics, input=input, output=None, take_at_once=TAKE_AT_ONCE)
         self.sinks = list(sinks)
         self.spec = spec
-        self.input = input
         self.emitted: Counter[str] = Counter()
 
-    async def run(self) -> None:
-        while True:
-            try:
-                # whatever results are waiting, in one call to the worker: a write is often
-                # cheaper than the hand-over to the thread
-                results = await self.take(self.input, TAKE_AT_ONCE)
-            except ChannelClosed:
-                return
-            await self.call(self._write, results)
-            for result in results:
-                self._account(result)
-
-    def _write(self, results: list[Result]) -> None:
-        for result in results:
+    def process(self, items: list[Result]) -> None:
+        for result in items:
             for sink in self.sinks:
                 sink.write(result)
+
+    def outputs(self, items: list[Result], result: None, seconds: float) -> list[None]:
+        for done in items:
+            self._account(done)
+        return []
 
     def _account(self, result: Result) -> None:
         stream = result.frame.stream_id
@@ -65,4 +59,3 @@ class SinkStage(Stage):
         self.emitted[stream] += 1
         for class_id, count in Counter(result.detections.class_id.tolist()).items():
             self.metrics.count_detections(stream, self.spec.label(class_id), count)
-

@@ -74,7 +74,7 @@ def test_stages_alone_decode_the_clip_and_infer_as_many_frames(small_clip):
 
 def test_decode_advice_offers_more_threads_only_while_a_core_is_left():
     from app.bench.profile import CORES, advice
-    from pipelines.build import PipelineOptions
+    from pipelines.options import PipelineOptions
     from pipelines.threads import ThreadPlan
 
     stages = [{"stage": "decode", "busy": 0.9}, {"stage": "infer", "busy": 0.5}]

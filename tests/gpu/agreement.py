@@ -35,10 +35,12 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from models.spec import ModelSpec
-from pipelines.build import PipelineOptions, wire_pipeline
+from pipelines.backends import StageBackends, host_backends
+from pipelines.build import wire_pipeline
 from pipelines.cuda import library_available
 from pipelines.frame import Detections
 from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
 from pipelines.postprocess.nms import box_iou
 
 STRIDE = 8
@@ -138,8 +140,9 @@ def run_cpu_pipeline(clip: Path, model_path: Path, spec: ModelSpec,
     sink = CollectSink()
     options = PipelineOptions(batch_size=4, frame_limit=frames)
     backend = OnnxRuntimeBackend(model_path, threads=2)
-    pipeline = wire_pipeline([FileSource(clip, "clip")], lambda s: PyAVDecoder(s.video),
-                             backend, "images", spec, [sink], PipelineMetrics(), options, 4)
+    backends = host_backends(lambda s: PyAVDecoder(s.video), backend, spec)
+    pipeline = wire_pipeline([FileSource(clip, "clip")], backends, spec, [sink],
+                             PipelineMetrics(), options, 4)
     asyncio.run(pipeline.run())
     return sink.found
 
@@ -149,19 +152,25 @@ def run_gpu_pipeline(clips: Sequence[Path], spec: ModelSpec, backend: Any,
                      device: torch.device, *, batch_size: int = 8, frames: int | None = None,
                      metrics: PipelineMetrics | None = None,
                      ) -> tuple[dict[tuple[str, int], Detections], PipelineMetrics, float]:
-    """wire_gpu_pipeline over ``clips`` (stream ids clip, clip1, ...): detections, metrics and
-    wall seconds. On ``device="cpu"`` it runs the same stages with torch on the CPU."""
+    """The pipeline with GPU backends (``backend``: TorchBackend or TensorRTBackend) over
+    ``clips`` (stream ids clip, clip1, ...): detections, metrics and wall seconds. On
+    ``device="cpu"`` it runs the same stages with torch on the CPU."""
     import time
 
-    from pipelines.build_gpu import wire_gpu_pipeline
+    from pipelines.infer.device import DeviceRuntime
+    from pipelines.postprocess.gpu import TorchPostprocessor
     from pipelines.sources.file import FileSource
+    from pipelines.threads import ThreadPlan
 
     sink = CollectSink()
     metrics = metrics or PipelineMetrics()
     options = PipelineOptions(batch_size=batch_size, frame_limit=frames, capacity=8)
     sources = [FileSource(clip, "clip" if i == 0 else f"clip{i}") for i, clip in enumerate(clips)]
-    pipeline = wire_gpu_pipeline(sources, decoder_for, make_preprocessor, backend, "images",
-                                 spec, [sink], metrics, options, batch_size, device)
+    runtime = DeviceRuntime(backend, "images", name="torch", device=str(device))
+    backends = StageBackends(decoder_for, make_preprocessor, runtime,
+                             TorchPostprocessor(spec, device), backend.inputs[0],
+                             ThreadPlan(1, 1, "given"))
+    pipeline = wire_pipeline(sources, backends, spec, [sink], metrics, options, batch_size)
     start = time.perf_counter()
     asyncio.run(pipeline.run())
     return sink.found, metrics, time.perf_counter() - start

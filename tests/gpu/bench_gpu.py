@@ -146,8 +146,9 @@ def agreement_rows(table: Table, media: Path, plan: Plan) -> None:
     from prometheus_client import CollectorRegistry
 
     from models.runtime.torch import TorchBackend
-    from pipelines.build_gpu import GpuOptions, decoder_factory
+    from pipelines.backends import decoder_factory
     from pipelines.gpu_metrics import BackendReport
+    from pipelines.options import PipelineOptions
     from pipelines.preprocess.torch_cuda import TorchPreprocessor
     from pipelines.sources.synthetic import make_test_clip
     from tests.gpu.agreement import (
@@ -167,7 +168,7 @@ def agreement_rows(table: Table, media: Path, plan: Plan) -> None:
         backend = TorchBackend(model, input_shape=(3, 640, 640), device=plan.device,
                                precision=precision, max_batch=8)
         found, _, _ = run_gpu_pipeline(
-            [clip], spec, backend, decoder_factory(device, GpuOptions(), report, 1),
+            [clip], spec, backend, decoder_factory(device, PipelineOptions(), report, 1),
             lambda: TorchPreprocessor(spec.input, device), device, batch_size=8)
         backend.close()
         there, back = agreement(cpu, found), agreement(found, cpu)
@@ -226,9 +227,10 @@ def e2e_rows(table: Table, clip: Path, plan: Plan) -> None:
     from prometheus_client import CollectorRegistry
 
     from models.runtime.torch import TorchBackend
-    from pipelines.build_gpu import GpuOptions, decoder_factory
+    from pipelines.backends import decoder_factory
     from pipelines.gpu_metrics import BackendReport
     from pipelines.metrics import PipelineMetrics
+    from pipelines.options import PipelineOptions
     from pipelines.preprocess.torch_cuda import TorchPreprocessor
     from tests.gpu.agreement import run_gpu_pipeline
 
@@ -245,7 +247,8 @@ def e2e_rows(table: Table, clip: Path, plan: Plan) -> None:
         report = BackendReport(registry)
         with NvmlWatch() as watch:
             found, metrics, wall = run_gpu_pipeline(
-                [clip] * streams, spec, backend, decoder_factory(device, GpuOptions(), report, 1),
+                [clip] * streams, spec, backend,
+                decoder_factory(device, PipelineOptions(), report, 1),
                 lambda: TorchPreprocessor(spec.input, device), device, batch_size=batch,
                 frames=per_stream, metrics=PipelineMetrics(registry))
         backend.close()

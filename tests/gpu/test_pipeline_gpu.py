@@ -1,14 +1,14 @@
-"""The GPU pipeline against the CPU pipeline on the same clip and model: the same boxes.
+"""The pipeline with GPU backends against the CPU backends on the same clip and model: the
+same boxes.
 
-On the CPU, wire_gpu_pipeline runs its stages with torch on the CPU (the hand-off code paths
-without streams); with a GPU, NVDEC (where PyNvVideoCodec is installed), torch-CUDA
-preprocessing, TorchBackend and GPU NMS.
+On the CPU, the GPU backends run with torch on the CPU (the hand-off code paths without
+streams) inside the same stages; with a GPU, NVDEC (where PyNvVideoCodec is installed),
+torch-CUDA preprocessing, TorchBackend and GPU NMS.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import shutil
 
@@ -17,13 +17,14 @@ import torch
 from prometheus_client import CollectorRegistry
 
 from models.runtime.torch import TorchBackend
-from pipelines.build import PipelineOptions, build_pipeline
-from pipelines.build_gpu import GpuOptions, build_gpu_pipeline, decoder_factory, inference_backend
+from pipelines.backends import decoder_factory, inference_backend
+from pipelines.build import build_pipeline
 from pipelines.cuda import cuda_available
 from pipelines.decode.pyav import PyAVDecoder
 from pipelines.errors import DeviceError
 from pipelines.gpu_metrics import BackendReport
 from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
 from pipelines.preprocess.torch_cuda import TorchPreprocessor
 from tests.gpu.agreement import CollectSink, agreement, run_cpu_pipeline, run_gpu_pipeline
 
@@ -67,8 +68,8 @@ def test_without_cuda_the_gpu_build_runs_the_cpu_pipeline(rect_clip, rect_model,
     metrics = PipelineMetrics(CollectorRegistry())
     sink = CollectSink()
     with caplog.at_level(logging.WARNING):
-        pipeline = build_gpu_pipeline([rect_clip], ["clip"], path, spec, [sink], metrics,
-                                      PipelineOptions(device="cuda:0"))
+        pipeline = build_pipeline([rect_clip], ["clip"], path, spec, [sink], metrics,
+                                  PipelineOptions(device="cuda:0"))
     asyncio.run(pipeline.run())
     # it is the CPU pipeline, as build_pipeline makes it (decoding at the model's size)
     reference = CollectSink()
@@ -86,9 +87,8 @@ def test_without_cuda_and_without_fallback_the_gpu_build_fails(rect_clip, rect_m
         pytest.skip("this machine has CUDA")
     path, spec, _ = rect_model
     with pytest.raises(DeviceError, match="cuda:0"):
-        build_gpu_pipeline([rect_clip], ["clip"], path, spec, [], PipelineMetrics(),
-                           PipelineOptions(device="cuda:0"),
-                           gpu=GpuOptions(allow_cpu_fallback=False))
+        build_pipeline([rect_clip], ["clip"], path, spec, [], PipelineMetrics(),
+                       PipelineOptions(device="cuda:0", allow_cpu_fallback=False))
 
 
 def test_the_inference_backend_is_found_beside_the_model(rect_model, tmp_path):
@@ -98,13 +98,15 @@ def test_the_inference_backend_is_found_beside_the_model(rect_model, tmp_path):
     report = BackendReport(CollectorRegistry())
     with pytest.raises(DeviceError, match=r"no TensorRT engine beside model.onnx .*"
                                           r"no torch model beside model.onnx"):
-        inference_backend(onnx, spec, torch.device("cpu"), GpuOptions(), report, 4)
+        inference_backend(onnx, spec, torch.device("cpu"), PipelineOptions(), report)
     batch = torch.export.Dim("batch", max=64)
     program = torch.export.export(model, (torch.zeros(2, *INPUT),),
                                   dynamic_shapes={"images": {0: batch}})
     torch.export.save(program, str(tmp_path / "model.pt2"))
-    backend = inference_backend(onnx, spec, torch.device("cpu"), GpuOptions(), report, 4)
+    backend, name = inference_backend(onnx, spec, torch.device("cpu"), PipelineOptions(),
+                                      report)
     assert isinstance(backend, TorchBackend) and backend.max_batch == 4
+    assert name == report.choices["infer"][0]
     name, _, fallback = report.choices["infer"]
     assert name.startswith("torch-") and "TensorRT engine" in fallback
 
@@ -116,7 +118,7 @@ def gpu_run(clips, rect_model, device, precision, *, batch_size=8, frames=None):
     backend = TorchBackend(model, input_shape=INPUT, device=str(device), precision=precision,
                            max_batch=batch_size)
     found, metrics, wall = run_gpu_pipeline(
-        clips, spec, backend, decoder_factory(device, GpuOptions(), report, 1),
+        clips, spec, backend, decoder_factory(device, PipelineOptions(), report, 1),
         lambda: TorchPreprocessor(spec.input, device), device, batch_size=batch_size,
         frames=frames, metrics=PipelineMetrics(registry))
     backend.close()
@@ -150,14 +152,14 @@ def test_many_streams_account_for_every_frame_in_order(rect_clip, rect_model, cu
 
 
 @pytest.mark.gpu
-def test_build_gpu_pipeline_runs_a_torch_model_end_to_end(rect_clip, rect_model, cuda,
+def test_build_pipeline_runs_a_torch_model_on_the_gpu_end_to_end(rect_clip, rect_model, cuda,
                                                           cpu_detections):
     path, spec, model = rect_model
     metrics = PipelineMetrics(CollectorRegistry())
     sink = CollectSink()
-    options = dataclasses.replace(PipelineOptions(device=str(cuda)), batch_size=8)
-    pipeline = build_gpu_pipeline([rect_clip], ["clip"], path, spec, [sink], metrics, options,
-                                  gpu=GpuOptions(torch_model=model, precision="fp32"))
+    options = PipelineOptions(device=str(cuda), batch_size=8, torch_model=model,
+                              precision="fp32")
+    pipeline = build_pipeline([rect_clip], ["clip"], path, spec, [sink], metrics, options)
     asyncio.run(pipeline.run())
     assert agreement(cpu_detections, sink.found).ratio >= 0.99
     choices = BackendReport.for_registry(metrics.registry).choices

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from models.spec import OutputSpec
+from pipelines.geometry import Letterbox
 from pipelines.postprocess import gpu as gpu_post
 from pipelines.postprocess.gpu import batched_nms, decode_outputs_gpu, nms_torch
 from pipelines.postprocess.nms import nms
 from pipelines.postprocess.yolo import decode_outputs
-from pipelines.preprocess.letterbox import Letterbox
 
 LETTERBOXES = [Letterbox.fit((1280, 720), (640, 640)), Letterbox.fit((320, 240), (640, 640)),
                Letterbox.fit((640, 640), (640, 640)),

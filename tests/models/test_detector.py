@@ -8,8 +8,8 @@ import torch
 
 from models.detector import ACTIVATIONS, STRIDE, DetectorConfig, ShapesYOLO, make_grid
 from models.spec import OutputSpec
+from pipelines.geometry import Letterbox
 from pipelines.postprocess.yolo import decode_yolov8
-from pipelines.preprocess.letterbox import Letterbox
 
 SMALL = {"widths": (8, 8, 16, 16, 16), "depths": (0, 1, 1, 0), "neck_width": 8}
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from models.checkpoint import load_checkpoint, load_pruned
 from models.detector import DetectorConfig, ShapesYOLO
 from models.export import export_onnx, max_difference
 from models.prune import (
@@ -18,14 +19,12 @@ from models.prune import (
     count_channels,
     count_macs,
     layer_ratios,
-    load_pruned,
     prunable_convs,
     prune,
     ratio_checked,
     save_pruned,
 )
 from models.scene import CLASSES
-from models.train import load_checkpoint
 
 SMALL = DetectorConfig(num_classes=len(CLASSES), input_size=(160, 96),
                        widths=(8, 16, 16, 32, 32), depths=(0, 1, 1, 1), neck_width=16,

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from models.checkpoint import load_checkpoint, save_checkpoint
 from models.data import training_batch
 from models.detector import DetectorConfig, HeadOutputs, ShapesYOLO, make_grid
+from models.fitting import lr_factor, optimiser_step
 from models.loss import assign, detection_loss, distillation_loss
 from models.scene import CLASSES
-from models.train import (
-    TrainConfig,
-    _step,
-    load_checkpoint,
-    lr_factor,
-    save_checkpoint,
-    train,
-)
+from models.train import TrainConfig, train
 
 TINY = DetectorConfig(num_classes=len(CLASSES), widths=(8, 16, 16, 32, 32),
                       depths=(0, 1, 1, 0), neck_width=16, class_names=CLASSES)
@@ -32,7 +28,7 @@ def test_a_few_steps_on_one_small_batch_reduce_the_loss() -> None:
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-2)
     batch = training_batch(0, 0, 4, SIZE)
     grid = make_grid(*SIZE)
-    losses = [_step(model, optimiser, batch, grid)[0] for _ in range(25)]
+    losses = [optimiser_step(model, optimiser, batch, grid)[0] for _ in range(25)]
     assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:3]), losses
 
 
@@ -67,7 +63,7 @@ def test_learning_rate_warms_up_then_decays_by_step() -> None:
 def test_checkpoint_round_trip(tmp_path: Path) -> None:
     result = train(TrainConfig(steps=1, batch_size=1, image_size=SIZE, warmup_steps=1),
                    network=TINY)
-    save_checkpoint(result, tmp_path / "model.pt")
+    save_checkpoint(result.model, tmp_path / "model.pt", asdict(result.config))
     loaded = load_checkpoint(tmp_path / "model.pt")
     assert loaded.config == TINY
     images = torch.rand(1, 3, 96, 128)

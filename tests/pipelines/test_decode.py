@@ -12,14 +12,16 @@ import pytest
 import torch
 
 from models.spec import InputSpec
-from pipelines.build import PipelineOptions, decoder_scale
+from pipelines.build import decoder_scale
 from pipelines.channel import Channel
 from pipelines.decode.pyav import PyAVDecoder, RGBConverter, ScaleTo
 from pipelines.decode.stage import FILE_READ_AHEAD, DecodeStage
 from pipelines.frame import Frame
+from pipelines.geometry import Letterbox, wants_area_filter
 from pipelines.metrics import PipelineMetrics
-from pipelines.preprocess.letterbox import Letterbox, wants_area_filter
+from pipelines.options import PipelineOptions
 from pipelines.preprocess.opencv import OpenCVPreprocessor
+from pipelines.stage import run_stage
 from tests.fakes import FAKE_SPEC, FakeDecoder, FakeSource, ListSink, drain
 
 
@@ -46,9 +48,9 @@ def test_scaled_pictures_are_the_letterboxed_picture_of_the_full_one(
         size = Letterbox.fit((w, h), input_size).resized
         assert small.image.shape == (size[1], size[0], 3)
         # FFmpeg's filter is not OpenCV's: the same picture within a few levels on average
-        reference = cv2.resize(big.image, size, interpolation=cv2.INTER_AREA
+        reference = cv2.resize(big.image.numpy(), size, interpolation=cv2.INTER_AREA
                                if min(size[0] / w, size[1] / h) < 0.5 else cv2.INTER_LINEAR)
-        assert np.abs(small.image.astype(int) - reference).mean() < 4.0
+        assert np.abs(small.image.numpy().astype(int) - reference).mean() < 4.0
 
 
 def test_a_scaled_frame_is_prepared_like_the_full_frame(small_clip: Path) -> None:
@@ -56,8 +58,8 @@ def test_a_scaled_frame_is_prepared_like_the_full_frame(small_clip: Path) -> Non
     full = decode_all(small_clip, None)[10]
     small = decode_all(small_clip, ScaleTo.for_input(spec))[10]
     prepare = OpenCVPreprocessor(spec)
-    a = prepare.prepare(Frame("c", 0, None, 0.0, torch.from_numpy(full.image)))
-    b = prepare.prepare(Frame("c", 0, None, 0.0, torch.from_numpy(small.image),
+    a = prepare.prepare(Frame("c", 0, None, 0.0, full.image))
+    b = prepare.prepare(Frame("c", 0, None, 0.0, small.image,
                               source_size=small.source_size))
     assert a.letterboxes == b.letterboxes  # boxes map back to the same source pixels
     assert (a.tensor - b.tensor).abs().mean().item() < 4.0 / 255
@@ -99,7 +101,7 @@ def test_files_are_read_ahead_and_live_pictures_go_at_once(source, limit, calls)
     stage = DecodeStage(source, lambda s: FakeDecoder(), out, metrics, frame_limit=limit)
 
     async def run_and_drain() -> list[Frame]:
-        await stage.run()
+        await run_stage(stage)
         return await drain(out)
 
     try:
@@ -139,7 +141,7 @@ def test_a_file_decodes_one_call_ahead_and_a_camera_does_not(source_type, read) 
     stage = DecodeStage(source, lambda s: FakeDecoder(), out, metrics)
 
     async def main() -> tuple[int, int, int]:
-        task = asyncio.create_task(stage.run())
+        task = asyncio.create_task(run_stage(stage))
         for _ in range(100):
             await asyncio.sleep(0.01)
             if source.read >= read:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pipelines.frame import Batch, Detections, Frame
-from pipelines.preprocess.letterbox import Letterbox
+from pipelines.geometry import Letterbox
 
 
 def make_frame(index: int = 0, size: tuple[int, int] = (32, 24), stream: str = "cam") -> Frame:

@@ -13,9 +13,11 @@ import torch
 
 from pipelines.channel import Channel
 from pipelines.frame import Batch, Frame
-from pipelines.infer import InferStage
+from pipelines.infer.runtime import HostRuntime
+from pipelines.infer.stage import InferStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.preprocess.opencv import OpenCVPreprocessor
+from pipelines.stage import run_stage
 from tests.fakes import FAKE_SPEC, FakeBackend, drain
 
 
@@ -42,14 +44,14 @@ def test_a_stage_takes_as_many_batches_as_it_has_workers_and_queued_calls(worker
     metrics = PipelineMetrics()
     inp: Channel[Batch] = Channel("prepared", 8)
     out: Channel[Batch] = Channel("inferred", 8)
-    stage = InferStage(backend, "image", inp, out, metrics, batch_size=1,
+    stage = InferStage(HostRuntime(backend, "image"), inp, out, metrics, batch_size=1,
                        batch_timeout_ms=0, workers=workers, queued=queued)
 
     async def main() -> tuple[int, list[Batch]]:
         for i in range(6):
             await inp.put(_batch(i))
         inp.close()
-        task = asyncio.create_task(stage.run())
+        task = asyncio.create_task(run_stage(stage))
         await asyncio.sleep(0.1)  # every call is held: only the slots decide what is taken
         taken = 6 - len(inp)
         backend.go.set()
@@ -70,11 +72,11 @@ def test_a_finished_batch_goes_on_before_the_next_one_comes():
     metrics = PipelineMetrics()
     inp: Channel[Batch] = Channel("prepared", 8)
     out: Channel[Batch] = Channel("inferred", 8)
-    stage = InferStage(FakeBackend(), "image", inp, out, metrics, batch_size=4,
+    stage = InferStage(HostRuntime(FakeBackend(), "image"), inp, out, metrics, batch_size=4,
                        batch_timeout_ms=0, queued=1)
 
     async def main() -> int:
-        task = asyncio.create_task(stage.run())
+        task = asyncio.create_task(run_stage(stage))
         await inp.put(_batch(0))
         result = await asyncio.wait_for(out.get(), 5)
         inp.close()
@@ -111,12 +113,12 @@ def test_a_failing_call_fails_the_stage_with_its_own_error(caplog):
     metrics = PipelineMetrics()
     inp: Channel[Batch] = Channel("prepared", 8)
     out: Channel[Batch] = Channel("inferred", 8)
-    stage = InferStage(Broken(), "image", inp, out, metrics, batch_size=1, workers=2)
+    stage = InferStage(HostRuntime(Broken(), "image"), inp, out, metrics, batch_size=1, workers=2)
 
     async def main() -> None:
         for i in range(4):
             await inp.put(_batch(i))
-        await asyncio.wait_for(stage.run(), 5)  # the input stays open: the error ends it
+        await asyncio.wait_for(run_stage(stage), 5)  # the input stays open: the error ends it
 
     try:
         with pytest.raises(RuntimeError, match="backend died$"):
@@ -130,5 +132,5 @@ def test_a_failing_call_fails_the_stage_with_its_own_error(caplog):
 
 def test_queued_calls_must_not_be_negative():
     with pytest.raises(ValueError, match="queued"):
-        InferStage(FakeBackend(), "image", Channel("a", 1), Channel("b", 1), PipelineMetrics(),
-                   queued=-1)
+        InferStage(HostRuntime(FakeBackend(), "image"), Channel("a", 1), Channel("b", 1),
+                   PipelineMetrics(), queued=-1)

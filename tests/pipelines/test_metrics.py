@@ -5,8 +5,10 @@ import urllib.request
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from pipelines.build import PipelineOptions, wire_pipeline
+from pipelines.backends import host_backends
+from pipelines.build import wire_pipeline
 from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
 from tests.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
 
 CONTRACT = [
@@ -19,8 +21,9 @@ CONTRACT = [
 def test_a_run_exports_the_contracted_metrics_on_the_injected_registry():
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry)
-    pipeline = wire_pipeline([FakeSource("cam", 20)], lambda s: FakeDecoder(), FakeBackend(),
-                             "image", FAKE_SPEC, [ListSink()], metrics, PipelineOptions(), 4)
+    backends = host_backends(lambda s: FakeDecoder(), FakeBackend(), FAKE_SPEC)
+    pipeline = wire_pipeline([FakeSource("cam", 20)], backends, FAKE_SPEC, [ListSink()],
+                             metrics, PipelineOptions(), 4)
     asyncio.run(pipeline.run())
     text = generate_latest(registry).decode()
     for name in CONTRACT:
@@ -35,8 +38,9 @@ def test_two_pipelines_can_share_one_registry():
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry)
     for sid in ("a", "b"):
-        pipeline = wire_pipeline([FakeSource(sid, 5)], lambda s: FakeDecoder(), FakeBackend(),
-                                 "image", FAKE_SPEC, [ListSink()], metrics, PipelineOptions(), 4)
+        backends = host_backends(lambda s: FakeDecoder(), FakeBackend(), FAKE_SPEC)
+        pipeline = wire_pipeline([FakeSource(sid, 5)], backends, FAKE_SPEC, [ListSink()],
+                                 metrics, PipelineOptions(), 4)
         asyncio.run(pipeline.run())
     text = generate_latest(registry).decode()
     assert 'stream="a"' in text and 'stream="b"' in text

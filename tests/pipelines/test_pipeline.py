@@ -6,8 +6,10 @@ import time
 
 import pytest
 
-from pipelines.build import PipelineOptions, wire_pipeline
+from pipelines.backends import host_backends
+from pipelines.build import wire_pipeline
 from pipelines.metrics import OUTCOMES, PipelineMetrics
+from pipelines.options import PipelineOptions
 from tests.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
 
 
@@ -17,9 +19,9 @@ def build(sources, backend, *, decoder=None, sink=None, batch_size=4, policy=Non
     sink = sink or ListSink()
     options = PipelineOptions(batch_size=batch_size, policy=policy, capacity=capacity,
                               batch_timeout_ms=timeout_ms)
-    pipeline = wire_pipeline(sources, lambda s: decoder or FakeDecoder(), backend, "image",
-                             FAKE_SPEC, [sink], metrics, options, batch_size,
+    backends = host_backends(lambda s: decoder or FakeDecoder(), backend, FAKE_SPEC,
                              infer_workers=infer_workers)
+    pipeline = wire_pipeline(sources, backends, FAKE_SPEC, [sink], metrics, options, batch_size)
     return pipeline, metrics, sink
 
 

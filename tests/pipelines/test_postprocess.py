@@ -15,6 +15,7 @@ import pytest
 from models.spec import OutputSpec
 from pipelines.errors import ModelError
 from pipelines.frame import Detections
+from pipelines.geometry import Letterbox
 from pipelines.postprocess import nms as nms_module
 from pipelines.postprocess.nms import box_iou, nms
 from pipelines.postprocess.yolo import (
@@ -23,7 +24,6 @@ from pipelines.postprocess.yolo import (
     decode_yolov5,
     decode_yolov8,
 )
-from pipelines.preprocess.letterbox import Letterbox
 
 NUM_CLASSES = 3
 SOURCES = [(1280, 720), (720, 1280), (333, 997), (1000, 101)]

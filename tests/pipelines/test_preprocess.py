@@ -10,7 +10,7 @@ import torch
 
 from models.spec import InputSpec
 from pipelines.frame import Frame
-from pipelines.preprocess.letterbox import Letterbox
+from pipelines.geometry import Letterbox
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 
 SOURCES = [(1280, 720), (720, 1280), (333, 997), (1000, 101)]

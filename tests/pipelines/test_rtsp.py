@@ -10,10 +10,12 @@ import time
 
 import pytest
 
-from pipelines.build import PipelineOptions, wire_pipeline
+from pipelines.backends import host_backends
+from pipelines.build import wire_pipeline
 from pipelines.decode.pyav import PyAVDecoder
 from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
 from pipelines.sources.rtsp import Backoff, RtspSource
 from pipelines.sources.url import redact, redact_text, validate_rtsp_url
 from tests.fakes import FAKE_SPEC, FakeBackend, ListSink
@@ -286,8 +288,10 @@ def test_pipeline_keeps_the_other_streams_rate_while_one_reconnects(rtsp_servers
                for sid in ("a", "b")]
     sink = ListSink()
     options = PipelineOptions(batch_size=4, batch_timeout_ms=10)
-    pipeline = wire_pipeline(sources, lambda s: PyAVDecoder(s.video, threads=1), FakeBackend(),
-                             "image", FAKE_SPEC, [sink], metrics, options, options.batch_size)
+    backends = host_backends(lambda s: PyAVDecoder(s.video, threads=1), FakeBackend(),
+                             FAKE_SPEC)
+    pipeline = wire_pipeline(sources, backends, FAKE_SPEC, [sink], metrics, options,
+                             options.batch_size)
 
     async def scenario() -> dict[str, float]:
         run = asyncio.create_task(pipeline.run())

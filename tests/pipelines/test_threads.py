@@ -88,7 +88,7 @@ def test_an_unreadable_file_has_no_feed_cost(tmp_path: Path) -> None:
 
 def test_a_probe_that_cannot_run_the_model_leaves_the_error_to_the_model_check(
         tmp_path: Path) -> None:
-    from pipelines.build import probe_costs
+    from pipelines.threads import probe_costs
 
     path, spec = resolve_model("shapes-yolo")
     wrong = spec.model_copy(update={"input": spec.input.model_copy(
