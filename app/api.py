@@ -29,7 +29,6 @@ from app.config import ServiceConfig, StreamConfig
 from app.service import Service, StreamExists, StreamLimit
 from app.stats import stats
 from app.streams import SourceRejected
-from models.errors import ModelError
 from pipelines.errors import VidpipeError
 from pipelines.metrics import PipelineMetrics
 
@@ -83,7 +82,7 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
             raise HTTPException(429, str(e)) from e
         except StreamExists as e:
             raise HTTPException(409, str(e)) from e
-        except (SourceRejected, ModelError, VidpipeError) as e:
+        except (SourceRejected, VidpipeError) as e:
             raise HTTPException(400, str(e)) from e
         return rt.public()
 

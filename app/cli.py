@@ -26,7 +26,6 @@ from app.model_cli import model as model_commands
 from app.progress import RunProgress
 from app.report import print_report
 from app.runner import run_files
-from models.errors import ModelError
 from models.zoo import resolve_model
 from pipelines.errors import VidpipeError
 from pipelines.options import PipelineOptions
@@ -59,6 +58,12 @@ DeviceOpt = Annotated[str, typer.Option(
     "pipeline runs, with a warning).")]
 OutOpt = Annotated[Path, typer.Option(
     "--out", "-o", help="Folder for detections.jsonl, summary.json and annotated videos.")]
+DecodeOpt = Annotated[str, typer.Option(
+    "--decode", help="Decoder: auto (the device's best), pyav (FFmpeg on the CPU) or nvdec.")]
+PreprocessOpt = Annotated[str, typer.Option(
+    "--preprocess", help="Preprocessor: auto, opencv (CPU), cvcuda or torch (GPU).")]
+RuntimeOpt = Annotated[str, typer.Option(
+    "--runtime", help="Inference runtime: auto, onnxruntime (CPU), tensorrt or torch (GPU).")]
 BatchOpt = Annotated[int, typer.Option(
     "--batch-size", "-b", help="Most frames per inference call, taken across all streams.")]
 TimeoutOpt = Annotated[float, typer.Option(
@@ -105,6 +110,7 @@ def run(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
     infer_threads: InferThreadsOpt = None,
     decode_threads: DecodeThreadsOpt = None,
+    decode: DecodeOpt = "auto", preprocess: PreprocessOpt = "auto", runtime: RuntimeOpt = "auto",
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
 ) -> None:
@@ -117,7 +123,8 @@ def run(
     try:
         options = PipelineOptions(device=device, batch_size=batch_size,
                                   batch_timeout_ms=batch_timeout_ms, infer_threads=infer_threads,
-                                  decode_threads=decode_threads)
+                                  decode_threads=decode_threads, decode=decode,
+                                  preprocess=preprocess, runtime=runtime)
         model_path, spec = resolve_model(model, output_format=format, classes=classes,
                                          input_size=_parse_size(input_size))
         log.info("model %s (%s, %d classes) from %s", spec.name, spec.output.format,
@@ -126,7 +133,7 @@ def run(
             metrics, _, outputs = run_files(sources, model_path, spec, out, options,
                                             annotate=annotate, metrics_port=metrics_port,
                                             on_progress=progress.update)
-    except (VidpipeError, ModelError) as e:
+    except VidpipeError as e:
         _fail(str(e))
     print_report(console, json.loads(outputs.summary.read_text()))
     for path in (outputs.detections, outputs.summary, *outputs.annotated):
@@ -148,7 +155,7 @@ def demo(
         with RunProgress(console) as progress:
             _, _, outputs = run_files([clip], model_path, spec, out / "run", PipelineOptions(),
                                       annotate=True, on_progress=progress.update)
-    except (VidpipeError, ModelError) as e:
+    except VidpipeError as e:
         _fail(str(e))
     print_report(console, json.loads(outputs.summary.read_text()))
     score = score_run(outputs.detections, clip)
@@ -186,7 +193,7 @@ def bench(
     _configure_logging("warning")
     try:
         run_bench(console, quick, source, model, streams, reps, frames, live_seconds, out)
-    except (VidpipeError, ModelError) as e:
+    except VidpipeError as e:
         _fail(str(e))
 
 
@@ -205,7 +212,7 @@ def profile(
     _configure_logging("warning")
     try:
         run_profile(console, sources, model, seconds, batch_size, infer_threads, decode_threads)
-    except (VidpipeError, ModelError) as e:
+    except VidpipeError as e:
         _fail(str(e))
 
 
@@ -230,7 +237,7 @@ def serve(
         cfg = load_config(config)
         cfg = cfg.model_copy(update={k: v for k, v in (("host", host), ("port", port))
                                      if v is not None})
-    except (VidpipeError, ModelError) as e:
+    except VidpipeError as e:
         _fail(str(e))
     import uvicorn
 

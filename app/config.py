@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipelines.errors import ConfigError
+from pipelines.options import PipelineSettings, describe_error
 
 STREAM_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -34,12 +35,13 @@ class StreamConfig(_Strict):
     policy: Literal["block", "drop_oldest"] | None = None  # default: drop_oldest (live)
 
 
-class ServiceConfig(_Strict):
+class ServiceConfig(PipelineSettings):
+    """The service's keys, and at the same level every PipelineSettings key (device,
+    batch_size, decode, runtime, ...): the one pipeline configuration the CLI also builds."""
+
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     model: str = "ssdlite-person"
-    device: str = "cpu"
-    batch_size: int = Field(default=4, ge=1, le=64)
     batch_timeout_ms: float = Field(default=5.0, ge=0)
     max_streams: int = Field(default=16, ge=1, le=1024)
     media_roots: list[Path] = Field(default_factory=list)
@@ -47,15 +49,6 @@ class ServiceConfig(_Strict):
     snapshot_interval_s: float = Field(default=0.5, gt=0)
     streams: list[StreamConfig] = Field(default_factory=list)
     api_token: str | None = Field(default=None, exclude=True, repr=False)
-
-
-def describe_error(error: ValidationError, source: str) -> str:
-    """The first problem, as one line naming the key and what it allows."""
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    allowed = first.get("ctx", {}).get("expected")
-    extra = f" (allowed: {allowed})" if allowed else ""
-    return f"{source}: {where}: {first['msg']}{extra}"
 
 
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:

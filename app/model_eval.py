@@ -21,12 +21,13 @@ from app.runner import run_files, stream_ids
 from models.data import boxes_path, load_boxes
 from models.evaluate import Accuracy, FrameTruth, mean_average_precision
 from models.spec import ModelSpec
+from pipelines.errors import VidpipeError
 from pipelines.options import PipelineOptions
 
 EVAL_SCORE_THRESHOLD = 0.01
 
 
-class LabelsError(ValueError):
+class LabelsError(VidpipeError, ValueError):
     """A boxes file is missing, unreadable, or does not fit the clip or the model."""
 
 

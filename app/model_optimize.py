@@ -13,11 +13,11 @@ FOLDER/model.int8.onnx`` and ``vidpipe bench`` find them.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,14 @@ import torch
 
 from app.model_eval import ClipScores, reference_truth, score_against, score_clips
 from models.data import boxes_path
+from models.detector import count_parameters
 from models.errors import ModelError
-from models.evaluate import Accuracy, FrameTruth
-from models.export import compare_latency, export_onnx
+from models.evaluate import FrameTruth
+from models.export import export_onnx
+from models.prune import count_macs
 from models.quantize import METHODS, quantize_model
 from models.spec import InputSpec, ModelSpec
+from models.variants import VariantRow, int8_name, measure_latencies
 from models.zoo import variant_file
 from pipelines.frame import Frame
 from pipelines.options import PipelineOptions
@@ -100,42 +103,6 @@ class Scorer:
                              options=options, on_progress=self.on_progress)
 
 
-@dataclass(slots=True)
-class VariantRow:
-    label: str
-    file: str
-    parameters: int
-    gflops: float  # per image at the model's input size (2 x multiply-adds)
-    accuracy: Accuracy
-    latency_ms: float = 0.0  # ONNX Runtime median, batch 1, 1 thread (measure_latencies)
-    latency_2t_ms: float = 0.0  # the same with 2 threads
-    loss_points: float = 0.0  # (FP32 mAP@0.5 - this) x 100
-    speedup: float = 1.0  # FP32 latency / this, 1 thread
-    refused: bool = False
-    note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        row = asdict(self)
-        row["accuracy"] = self.accuracy.as_dict()
-        return row
-
-
-def int8_name(model: Path) -> str:
-    """model.onnx -> model.int8.onnx, model.pruned50.onnx -> model.pruned50.int8.onnx."""
-    return model.name[:-len(".onnx")] + ".int8.onnx"
-
-
-def measure_latencies(rows: list[VariantRow], folder: Path) -> list[VariantRow]:
-    """Fill every row's ONNX Runtime latency (1 and 2 threads), all variants side by side
-    in one interleaved measurement (``models.export.compare_latency``), so their speed-ups
-    are ratios taken at the same moment, not times from minutes apart."""
-    paths = [folder / r.file for r in rows]
-    for threads, field_name in ((1, "latency_ms"), (2, "latency_2t_ms")):
-        for row, ms in zip(rows, compare_latency(paths, threads=threads), strict=True):
-            setattr(row, field_name, ms)
-    return rows
-
-
 def quantize_best(model: Path, frames: np.ndarray, scorer: Scorer, methods: Sequence[str],
                   say: Callable[[str], None],
                   ) -> tuple[Path, str, dict[str, ClipScores], dict[str, str]]:
@@ -165,26 +132,58 @@ def quantize_best(model: Path, frames: np.ndarray, scorer: Scorer, methods: Sequ
     return target, best, scores, failed
 
 
-def apply_gate(rows: list[VariantRow], max_loss: float) -> list[VariantRow]:
-    """Fill loss and speed-up against the FP32 row (the first), mark rows over ``max_loss``."""
-    base = rows[0]
-    for row in rows:
-        row.loss_points = round((base.accuracy.map50 - row.accuracy.map50) * 100, 2)
-        row.speedup = round(base.latency_ms / row.latency_ms, 2)
-        row.refused = row is not base and row.loss_points > max_loss
-    return rows
-
-
 def export_pruned(model: Any, folder: Path, ratio: float) -> Path:
     return export_onnx(model, folder / variant_file(ratio, int8=False))
 
 
-def write_report(path: Path, rows: list[VariantRow], extra: dict[str, Any]) -> Path:
-    path.write_text(json.dumps({**extra, "variants": [r.as_dict() for r in rows]}, indent=1,
-                               default=str) + "\n")
-    return path
+@dataclass(slots=True)
+class Optimised:
+    """What ``optimise_variants`` made: a row per variant, the calibration method kept, and
+    what every method scored, per variant."""
+
+    rows: list[VariantRow]
+    method: str
+    methods: dict[str, Any]
 
 
-__all__ = ["METHODS", "CalibrationError", "Scorer", "VariantRow", "apply_gate",
-           "calibration_frames", "export_pruned", "int8_name", "measure_latencies", "quantize_best",
-           "write_report"]
+PruneOne = Callable[[float, Any], tuple[Path, Any]]  # (ratio, start) -> its .onnx, PruneResult
+Bar = Callable[[str], AbstractContextManager[Any]]  # a progress bar, titled; has .update
+
+
+def optimise_variants(model_path: Path, network: Any, calibration: np.ndarray, scorer: Scorer,
+                      ratios: Sequence[float], prune_one: PruneOne, bar: Bar,
+                      say: Callable[[str], None]) -> Optimised:
+    """FP32 scored, INT8 by every calibration method (the best kept), then each ratio pruned
+    (each after the first on from the one before), scored, and quantized by that method;
+    finally every variant timed side by side."""
+    rows: list[VariantRow] = []
+
+    def scored(title: str, work: Callable[..., Any], *args: Any) -> Any:
+        with bar(title) as progress:
+            scorer.on_progress = progress.update
+            return work(*args)
+
+    def record(label: str, path: Path, torch_model: Any, scores: ClipScores) -> None:
+        rows.append(VariantRow(label, path.name, count_parameters(torch_model),
+                               round(2 * count_macs(torch_model) / 1e9, 3), scores.overall))
+
+    record("fp32", model_path, network, scored("scoring fp32", scorer.score, model_path, "fp32"))
+    int8, best, tried, failed = scored("quantizing fp32", quantize_best, model_path,
+                                       calibration, scorer, METHODS, say)
+    methods: dict[str, Any] = {"fp32": {**{m: s.overall.as_dict() for m, s in tried.items()},
+                                        **{m: {"failed": why} for m, why in failed.items()}}}
+    record("int8", int8, network, tried[best])
+    start = None
+    for ratio in sorted(set(ratios)):
+        pruned_path, result = prune_one(ratio, start)
+        start = result.model
+        label = f"pruned{round(ratio * 100)}"
+        record(label, pruned_path, result.model,
+               scored(f"scoring {label}", scorer.score, pruned_path, label))
+        q_path, q_best, q_tried, _ = scored(f"quantizing {label}", quantize_best, pruned_path,
+                                            calibration, scorer, [best], say)
+        methods[label] = {m: s.overall.as_dict() for m, s in q_tried.items()}
+        record(f"{label}+int8", q_path, result.model, q_tried[q_best])
+    say(f"timing {len(rows)} variants side by side (ONNX Runtime, 1 and 2 threads)")
+    measure_latencies(rows, model_path.parent)
+    return Optimised(rows, best, methods)

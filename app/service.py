@@ -85,10 +85,8 @@ class Service:
         return candidate
 
     def _options(self, stream_id: str, policy: str) -> PipelineOptions:
-        c = self.config
-        return PipelineOptions(device=c.device, batch_size=c.batch_size,
-                               batch_timeout_ms=c.batch_timeout_ms, capacity=2,
-                               policy=policy, name=stream_id)  # type: ignore[arg-type]
+        return PipelineOptions.from_settings(self.config, capacity=2, policy=policy,
+                                             name=stream_id)
 
     def _opener(self, rt: StreamRuntime) -> Callable[[Any, str], Any]:
         # A source reports from its decode thread; the service's state lives on the loop.

@@ -105,7 +105,7 @@ def current_environment(device: int = 0) -> BuildEnvironment:
     trt = import_tensorrt()
     import torch
 
-    from models.runtime.torch import DeviceUnavailable
+    from models.runtime.device import DeviceUnavailable
 
     if not torch.cuda.is_available():
         raise DeviceUnavailable("building a TensorRT engine needs a CUDA GPU; torch sees none")

@@ -14,23 +14,16 @@ How the ratio is shared among the layers (``allocation``, ``layer_ratios``): "un
 layers (stem, stride-4 and stride-8 stages, neck, head) and the rest from the stride-16 and
 stride-32 stages, so that the same ``ratio`` of all channels goes. Up to 0.5 the two are the
 same. Above it, uniform pruning leaves the layers every box depends on too narrow to learn
-back: at 70% the stem keeps 4 channels and the neck 14. Measured on the shipped model, 70%,
-4 rounds, 2,400 final distilled steps on 6,400 scenes, eight held-out clips (FP32 0.9265):
-uniform (4-9-14-28-48 / neck 14, 104,402 parameters, 45 M multiply-adds) mAP@0.5 0.8514;
-deep-first with the deep stages at 80% (8-16-24-19-31 / neck 24, 86,717 parameters, 83 M
-multiply-adds) 0.8849: 4.16 points lost against 7.51. A pruned network can be pruned on
-(``prune(pruned_50, config, teacher=unpruned)``), which starts the 70% network from
-fine-tuned 50% weights: 0.8995 (2.70 points) with 4,000 final steps, 0.9048 (2.17) with
-6,000 (docs/MODELS.md).
+back. A pruned network can be pruned on (``prune(pruned_50, config, teacher=unpruned)``),
+which starts a higher ratio from fine-tuned weights.
 
 Fine-tuning learns from the labels and, with ``distill`` (the default), from the unpruned
 network itself: its objectness, class and box outputs on the same images are a second target
 (``models.loss.distillation_loss``), which carries what the labels cannot (how sure to be of
-a half-hidden object). Measured on the shipped model, 50%, 2,400 final steps, eight held-out
-clips: mAP@0.5 0.9100 without, 0.9123 with (0.6467 -> 0.6646 mAP@0.5:0.95), for 1.7x the
-time per step (a teacher forward pass on each batch).
+a half-hidden object), for a teacher forward pass on each batch.
 
-A pruned network's checkpoint is read by ``models.checkpoint.load_checkpoint``.
+What each choice measured: docs/MODELS.md, "Pruning". A pruned network's checkpoint is read
+by ``models.checkpoint.load_checkpoint``.
 """
 
 from __future__ import annotations
@@ -187,8 +180,6 @@ def prune(model: ShapesYOLO, config: PruneConfig,
     pruned network already; ``teacher`` (default: ``model`` itself) is the network
     distillation learns from, which for an already pruned ``model`` should be the unpruned
     one. ValueError when ``model`` has lost that many channels already."""
-    import torch_pruning as tp
-
     start = time.monotonic()
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
@@ -200,23 +191,53 @@ def prune(model: ShapesYOLO, config: PruneConfig,
     if already >= config.ratio - 0.01:
         raise ValueError(f"the network has lost {already:.0%} of its channels already; "
                          f"pruning it to {config.ratio:.0%} leaves nothing to do")
-    teacher = _frozen(teacher if teacher is not None else model) if config.distill else None
     before = (count_parameters(model), count_macs(model), unpruned_channels)
+    pruner = _pruner(model, config)
+    distilled = _frozen(teacher if teacher is not None else model) if config.distill else None
+    tuning = _FineTuning(config, SceneSet.render(_scene_config(config), on_render), distilled,
+                         on_step, start)
+    for round_index in range(config.rounds):
+        pruner.step()
+        model = tuning.round(model, round_index)
+    model.eval()
+    after = (count_parameters(model), count_macs(model))
+    return PruneResult(model, config, (before[0], after[0]), (before[1], after[1]),
+                       time.monotonic() - start, tuning.history,
+                       (before[2], count_channels(model)))
+
+
+def _pruner(model: ShapesYOLO, config: PruneConfig) -> Any:
+    """torch-pruning's L1 magnitude pruner over ``model``, the output convs left whole."""
+    import torch_pruning as tp
+
     width, height = model.config.input_size
-    pruner = tp.pruner.MagnitudePruner(
+    return tp.pruner.MagnitudePruner(
         model, torch.zeros(1, 3, height, width),
         importance=tp.importance.MagnitudeImportance(p=1, target_types=[nn.Conv2d]),
         pruning_ratio=config.ratio, iterative_steps=config.rounds,
         pruning_ratio_dict=layer_ratios(model, config.ratio, config.allocation),
         ignored_layers=[model.box, model.obj, model.cls])
-    scenes = SceneSet.render(_scene_config(config), on_render)
-    grid = make_grid(*scenes.images.shape[2:0:-1])
-    history: list[dict[str, float]] = []
-    done = 0
-    for round_index in range(config.rounds):
-        pruner.step()
-        parameters = count_parameters(model)  # changes only here, at a pruning round
-        last = round_index == config.rounds - 1
+
+
+@dataclass(slots=True)
+class _FineTuning:
+    """The fine-tuning after each pruning round: a constant learning rate between rounds, a
+    warmed-up, decaying one and a weight average after the last."""
+
+    config: PruneConfig
+    scenes: SceneSet
+    teacher: ShapesYOLO | None
+    on_step: Callable[[PruneReport], None] | None
+    start: float
+    done: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def round(self, model: ShapesYOLO, index: int) -> ShapesYOLO:
+        """Fine-tune ``model`` after pruning round ``index``; the network to go on with."""
+        config = self.config
+        grid = make_grid(*self.scenes.images.shape[2:0:-1])
+        parameters = count_parameters(model)  # changes only at a pruning round
+        last = index == config.rounds - 1
         steps = config.final_steps if last else config.round_steps
         model.train()
         optimiser = torch.optim.AdamW(param_groups(model, 5e-4), lr=config.lr)
@@ -225,24 +246,19 @@ def prune(model: ShapesYOLO, config: PruneConfig,
             for group in optimiser.param_groups:
                 group["lr"] = config.lr * (lr_factor(step, steps, min(50, steps // 10))
                                            if last else 1.0)
-            loss, _ = optimiser_step(model, optimiser, scenes.batch(done, config.batch_size), grid,
-                            teacher)
+            batch = self.scenes.batch(self.done, config.batch_size)
+            loss, _ = optimiser_step(model, optimiser, batch, grid, self.teacher)
             if average is not None:
                 average.update(model)
-            done += 1
-            if done % 10 == 0 or done == config.total_steps:
-                history.append({"step": done, "round": round_index + 1,
-                                "loss": round(loss, 4), "parameters": parameters,
-                                "s": round(time.monotonic() - start, 1)})
-            if on_step is not None:
-                on_step(PruneReport(done, config.total_steps, round_index + 1, loss,
-                                    parameters))
-        if average is not None:
-            model = average.model
-    model.eval()
-    after = (count_parameters(model), count_macs(model))
-    return PruneResult(model, config, (before[0], after[0]), (before[1], after[1]),
-                       time.monotonic() - start, history, (before[2], count_channels(model)))
+            self.done += 1
+            if self.done % 10 == 0 or self.done == config.total_steps:
+                self.history.append({"step": self.done, "round": index + 1,
+                                     "loss": round(loss, 4), "parameters": parameters,
+                                     "s": round(time.monotonic() - self.start, 1)})
+            if self.on_step is not None:
+                self.on_step(PruneReport(self.done, config.total_steps, index + 1, loss,
+                                         parameters))
+        return average.model if average is not None else model
 
 
 def _frozen(model: ShapesYOLO) -> ShapesYOLO:

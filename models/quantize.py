@@ -3,27 +3,19 @@
 ``quantize_model`` runs ONNX Runtime's static quantizer and writes QuantizeLinear /
 DequantizeLinear pairs around each quantized op (QDQ), weights INT8 per output channel,
 symmetric. The activations depend on who runs the file (``target``), because the two
-consumers of QDQ want different things, measured (held-out clips, this 2-core AVX2 CPU
-without VNNI, ONNX Runtime 1.32, batch 1, 1 thread; FP32: mAP@0.5 0.943, 17.2 ms):
+consumers of QDQ want different things (the measurements: docs/MODELS.md, "INT8"):
 
 - ``onnxruntime`` (the default, ``model.int8.onnx``): UINT8 activations with a zero point
-  (asymmetric). ONNX Runtime's x86 integer kernels are built for unsigned activations times
-  signed weights (AVX2 ``vpmaddubsw``): 8.9 ms (1.93x) at mAP@0.5 0.943. The same graph with
-  symmetric INT8 activations ran 14.5 ms (1.18x) and lost 2.0 points.
+  (asymmetric): ONNX Runtime's x86 integer kernels are built for unsigned activations times
+  signed weights (AVX2 ``vpmaddubsw``); symmetric activations were slower and less accurate.
 - ``tensorrt``: symmetric INT8 activations (zero point 0), the only kind TensorRT builds an
   explicitly quantized engine from. ``vidpipe model build-engine --precision int8`` makes
   this file itself.
 
-For both, the first conv (the stem, which reads the image) stays float, measured:
-
-- accuracy: the [0, 1] image quantized to 8 bits is where INT8 lost most. Symmetric INT8 keeps
-  it 7 bits (2.0 points lost, 0.0 with the stem float); with UINT8 activations the trained
-  model lost 0.26 points of mAP@0.5 with the stem quantized and 0.04 with it float (eight
-  held-out clips, 0.9277 FP32);
-- speed: ONNX Runtime's integer conv of a 3-channel input is slower than its float one (1.50
-  against 0.82 ms in its profiler), so the stem float made the model faster, not slower
-  (side by side, 1 thread: 1.36-1.45x -> 1.51-1.55x over FP32; the pruned 50% network
-  2.80-2.84x -> 3.48-3.60x), for 2% of the multiply-adds.
+For both, the first conv (the stem, which reads the image) stays float: the [0, 1] image
+quantized to 8 bits is where INT8 lost most accuracy, and ONNX Runtime's integer conv of a
+3-channel input is slower than its float one, so the float stem is both more accurate and
+faster, for 2% of the multiply-adds.
 
 Calibration frames come from the caller, prepared exactly as the pipeline prepares them
 (``app.model_optimize.calibration_frames`` decodes them from the user's video and runs the
@@ -43,10 +35,11 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from models.errors import ModelError
 
@@ -88,6 +81,21 @@ def float_tail(model: onnx.ModelProto) -> list[str]:
         for tensor in node.output:
             queue.extend(consumers.get(tensor, []))
     return sorted(tail)
+
+
+def qdq_activations(model_path: Path) -> Literal["none", "symmetric", "asymmetric"]:
+    """How a model's QuantizeLinear nodes quantize: "none" (no QDQ: a float model),
+    "symmetric" (INT8, zero point 0: what TensorRT takes) or "asymmetric" (UINT8 or a zero
+    point: ONNX Runtime's CPU flavour)."""
+    graph = onnx.load(str(model_path))
+    initial = {i.name: i for i in graph.graph.initializer}
+    points = [numpy_helper.to_array(initial[n.input[2]]) for n in graph.graph.node
+              if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in initial]
+    if not points:
+        return "none"
+    if any(p.dtype != np.int8 or p.any() for p in points):
+        return "asymmetric"
+    return "symmetric"
 
 
 def quantize_model(model_path: Path, out_path: Path, frames: np.ndarray, method: str,

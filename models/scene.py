@@ -13,8 +13,7 @@ behind another or out of the frame. A box is the extent of what is *visible* of 
 (COCO's convention): cut by the frame edge or by an object in front, the box shrinks to the
 part in view, since no detector can see where a hidden edge lies.
 
-Everything is numpy and OpenCV on small patches, so a 320x192 training image costs about a
-millisecond or two and rendering does not dominate CPU training.
+Everything is numpy and OpenCV on small patches, so rendering does not dominate CPU training.
 """
 
 from __future__ import annotations
@@ -25,33 +24,12 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
-# Shapes that stay distinct at 20 px after blur and JPEG. A five-pointed star gave way to the
-# ring: after 500 steps 45% of star cells were called crosses and 39% of cross cells stars;
-# at that size "spiky" was all the network could tell.
-CLASSES: tuple[str, ...] = ("disc", "box", "triangle", "ring", "cross")
-BLOB, BAR = -1, -2  # distractors: irregular blobs and long bars, never to be detected
+from models.shapes import BAR, BLOB, CLASSES, SceneObject, bounce, outline
+
 VISIBLE_MIN = 0.6  # visible area / full area below which an object is ignored, not scored
 VISIBLE_PIXEL = 0.5  # seen coverage from which a pixel counts in a visible part's extent
 SUPERSAMPLE = 4  # coverage resolution of shape edges: 4x4 samples per pixel
 SUBPIXEL = 4  # fillPoly's shift: vertices with 1/16 (fine) pixel precision
-
-
-@dataclass(frozen=True, slots=True)
-class SceneObject:
-    """One shape. Positions and sizes are in pixels of the scene's frame, speeds per frame."""
-
-    class_id: int  # index into CLASSES, or BLOB / BAR
-    centre: tuple[float, float]
-    velocity: tuple[float, float]
-    radius: float  # half the extent before aspect and rotation
-    aspect: float  # width / height before rotation
-    angle: float  # radians
-    spin: float  # radians per frame
-    form: float  # class-specific: ring hole size, cross arm width, triangle apex...
-    colour: tuple[int, int, int]
-    second: tuple[int, int, int]  # the other colour of a two-tone pattern
-    pattern: int  # 0 solid, 1 shaded, 2 striped
-    exposure: float  # fraction of a frame the shutter is open: motion blur length / speed
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,63 +61,6 @@ class Truth:
     ignore: np.ndarray  # (M, 5) objects too hidden to score
 
 
-def outline(obj: SceneObject, t: float, size: tuple[int, int]) -> np.ndarray:
-    """The object's polygon at time ``t`` (frames), in frame pixels, as (K, 2) float32."""
-    unit = _unit_outline(obj.class_id, obj.form)
-    stretch = np.array([obj.aspect ** 0.5, obj.aspect ** -0.5], dtype=np.float32)
-    angle = obj.angle + obj.spin * t
-    c, s = np.cos(angle), np.sin(angle)
-    rotation = np.array([[c, -s], [s, c]], dtype=np.float32)
-    centre = np.asarray(position(obj, t, size), dtype=np.float32)
-    return (unit * stretch) @ rotation.T * obj.radius + centre
-
-
-def position(obj: SceneObject, t: float, size: tuple[int, int]) -> tuple[float, float]:
-    """Centre at time ``t``: straight lines that bounce off walls a little outside the frame,
-    so objects in clips stay around and are sometimes cut by the frame edge."""
-    out = []
-    for start, speed, extent in zip(obj.centre, obj.velocity, size, strict=True):
-        low = obj.radius * 0.2
-        out.append(low + _bounce(start - low + speed * t, int(extent - 2 * low)))
-    return out[0], out[1]
-
-
-def _unit_outline(class_id: int, form: float) -> np.ndarray:
-    """A shape of extent about [-1, 1]^2 before stretch and rotation."""
-    if class_id == 0:  # disc (an ellipse once stretched)
-        a = np.linspace(0, 2 * np.pi, 40, endpoint=False)
-        pts = np.stack([np.cos(a), np.sin(a)], 1)
-    elif class_id == 1:  # box
-        pts = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]])
-    elif class_id == 2:  # triangle, apex anywhere along the top edge
-        pts = np.array([[-1, 1], [1, 1], [form * 2 - 1, -1]])
-    elif class_id == 3:  # ring, hole radius 0.45..0.65: one "keyhole" polygon, outer circle
-        a = np.linspace(0, 2 * np.pi, 41)  # then the hole backwards; the seam has no width
-        circle = np.stack([np.cos(a), np.sin(a)], 1)
-        pts = np.concatenate([circle, circle[::-1] * (0.45 + 0.2 * form)])
-    elif class_id == 4:  # plus-shaped cross, arm half-width 0.22..0.36
-        w = 0.22 + 0.14 * form
-        pts = np.array([[-w, -1], [w, -1], [w, -w], [1, -w], [1, w], [w, w], [w, 1], [-w, 1],
-                        [-w, w], [-1, w], [-1, -w], [-w, -w]])
-    elif class_id == BLOB:
-        pts = _blob(form)
-    elif class_id == BAR:  # long and thin: 6 to 15 times longer than wide
-        pts = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]]) * (1.0, 1.0 / (6 + 9 * form))
-    else:
-        raise ValueError(f"class_id must be in 0..{len(CLASSES) - 1}, {BLOB} or {BAR}, "
-                         f"got {class_id}")
-    return np.asarray(pts, dtype=np.float32)
-
-
-def _blob(form: float) -> np.ndarray:
-    """An irregular polygon, the same for the same ``form``: clutter that is no class."""
-    rng = np.random.default_rng(int(form * 1e6))
-    count = int(rng.integers(6, 12))
-    a = np.sort(rng.uniform(0, 2 * np.pi, count))
-    r = rng.uniform(0.35, 1.0, count)
-    return np.stack([np.cos(a) * r, np.sin(a) * r], 1)
-
-
 def render(scene: Scene, t: float = 0.0,
            rng: np.random.Generator | None = None) -> tuple[np.ndarray, Truth]:
     """The frame at time ``t`` as HxWx3 uint8 RGB, and its ground truth.
@@ -167,16 +88,9 @@ def _background_view(scene: Scene, t: float) -> np.ndarray:
     """The part of the (larger) background the panning camera sees at time ``t``."""
     width, height = scene.size
     bh, bw = scene.background.shape[:2]
-    x = int(round(_bounce(scene.pan[0] * t, bw - width)))
-    y = int(round(_bounce(scene.pan[1] * t, bh - height)))
+    x = int(round(bounce(scene.pan[0] * t, bw - width)))
+    y = int(round(bounce(scene.pan[1] * t, bh - height)))
     return scene.background[y:y + height, x:x + width]
-
-
-def _bounce(offset: float, span: int) -> float:
-    if span <= 0:
-        return 0.0
-    period = abs(offset) % (2 * span)
-    return period if period <= span else 2 * span - period
 
 
 Mask = tuple[int, int, np.ndarray]  # x0, y0 of the patch in the frame, patch coverage 0..1
@@ -311,3 +225,7 @@ def _truth(scene: Scene, polygons: list[np.ndarray], visible: list[Visible]) -> 
         (keep if fraction >= VISIBLE_MIN else ignore).append(row)
     return Truth(np.asarray(keep, np.float32).reshape(-1, 5),
                  np.asarray(ignore, np.float32).reshape(-1, 5))
+
+
+__all__ = ["BAR", "BLOB", "CLASSES", "VISIBLE_MIN", "Lighting", "Scene", "SceneObject", "Truth",
+           "render"]

@@ -25,9 +25,10 @@ import torch
 
 from models.engine import check_engine, current_environment
 from models.runtime.base import Backend, TensorInfo
+from models.runtime.device import DeviceUnavailable
 from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.runtime.tensorrt import TensorRTBackend
-from models.runtime.torch import DeviceUnavailable, TorchBackend
+from models.runtime.torch import TorchBackend
 from models.spec import ModelSpec
 from models.zoo import check_compatible
 from pipelines.cuda import log_fallback_once, parse_device, require_cuda

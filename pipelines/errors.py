@@ -2,16 +2,13 @@
 
 Each class also inherits the builtin a caller would naturally catch, as PyAV does, so that
 ``except FileNotFoundError`` keeps working for code that does not know vidpipe's types.
-Messages name the bad value and what was expected: the CLI prints them as one line.
+Messages name the bad value and what was expected: the CLI prints them as one line. The root
+and ``ModelError`` are ``models.errors``'; this module adds the rest.
 """
 
 from __future__ import annotations
 
-from models.errors import ModelError as _ModelError
-
-
-class VidpipeError(Exception):
-    """Base of every error vidpipe raises on purpose."""
+from models.errors import ModelError, VidpipeError
 
 
 class SourceError(VidpipeError, OSError):
@@ -20,10 +17,6 @@ class SourceError(VidpipeError, OSError):
 
 class DecodeError(VidpipeError, ValueError):
     """One packet or frame could not be decoded. The pipeline drops and counts it."""
-
-
-class ModelError(VidpipeError, _ModelError):
-    """A model file is unreadable, or does not match its declared spec."""
 
 
 class ConfigError(VidpipeError, ValueError):
@@ -36,3 +29,7 @@ class DeviceError(VidpipeError, RuntimeError):
 
 class ChannelClosed(VidpipeError):
     """``get`` on a channel that is closed and drained: the normal end of a stream."""
+
+
+__all__ = ["ChannelClosed", "ConfigError", "DecodeError", "DeviceError", "ModelError",
+           "SourceError", "VidpipeError"]

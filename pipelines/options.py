@@ -1,11 +1,13 @@
-"""PipelineOptions: everything a pipeline is built with besides its sources, model and sinks,
-including which backend each stage runs ("auto": the best one the device has)."""
+"""The one typed configuration of a pipeline: what a user may set (``PipelineSettings``: the
+CLI's flags, the service's config keys and ``VIDPIPE_*`` variables, the bench) and what a
+run adds (``PipelineOptions``), checked by pydantic; unknown keys are errors."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipelines.channel import DropPolicy
 from pipelines.errors import ConfigError
@@ -16,44 +18,66 @@ RuntimeChoice = Literal["auto", "onnxruntime", "tensorrt", "torch"]
 Precision = Literal["fp16", "fp32"]
 
 
-@dataclass(frozen=True, slots=True)
-class PipelineOptions:
+def describe_error(error: ValidationError, source: str = "", *, words: bool = False) -> str:
+    """The first problem, as one line naming the key (after ``source``, where the keys came
+    from, if given; with ``words``, as words: "batch size") and what it allows."""
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    if words:
+        where = where.replace("_", " ")
+    allowed = first.get("ctx", {}).get("expected")
+    extra = f" (allowed: {allowed})" if allowed and str(allowed) not in first["msg"] else ""
+    return f"{source + ': ' if source else ''}{where}: {first['msg']}{extra}"
+
+
+class PipelineSettings(BaseModel):
+    """What a user sets for a pipeline, on any device. The service's config holds these keys
+    at its top level; ``vidpipe run`` and ``vidpipe bench`` have a flag for each."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
     device: str = "cpu"
-    batch_size: int = 4
-    batch_timeout_ms: float = 10.0
-    policy: DropPolicy | None = None  # None: block for files, drop_oldest for live sources
-    capacity: int = 8  # items per channel
-    infer_threads: int | None = None  # None: from the thread plan
-    decode_threads: int | None = None
-    # decode straight to the model's letterbox size when no sink needs the full picture
-    decode_scaled: bool = True
-    max_age_s: float | None = None  # live: drop frames older than this at inference
-    frame_limit: int | None = None  # stop each stream after this many frames
-    name: str = ""  # prefix of channel names, where several pipelines share one registry
-    # per-stage backends; the GPU ones apply where the device is cuda[:N]
+    batch_size: int = Field(default=4, ge=1, le=64)
+    batch_timeout_ms: float = Field(default=10.0, ge=0)
+    infer_threads: int | None = Field(default=None, ge=0)  # None: from the thread plan
+    decode_threads: int | None = Field(default=None, ge=0)  # 0: FFmpeg's own choice
+    # each stage's backend; the GPU ones apply where the device is cuda[:N]
     decode: DecodeChoice = "auto"
     preprocess: PreprocessChoice = "auto"
     runtime: RuntimeChoice = "auto"
     engine: Path | None = None  # TensorRT engine; default: beside the ONNX, same stem
-    torch_model: Any = None  # nn.Module, TorchScript or .pt2 path; default: beside the ONNX
     precision: Precision = "fp16"  # torch runtime; an engine's precision is its own
     cuda_graphs: bool = True
     allow_cpu_fallback: bool = True  # no CUDA, or no GPU runtime: the CPU backends, logged
 
-    def __post_init__(self) -> None:
-        if not 1 <= self.batch_size <= 64:
-            raise ConfigError(f"batch size must be 1..64, got {self.batch_size}")
-        if self.batch_timeout_ms < 0:
-            raise ConfigError(f"batch timeout must be >= 0 ms, got {self.batch_timeout_ms}")
-        if self.capacity < 1:
-            raise ConfigError(f"channel capacity must be >= 1, got {self.capacity}")
-        for name in ("infer_threads", "decode_threads"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"{name.replace('_', ' ')} must be >= 0, got {value}")
-        for name, kind in (("decode", DecodeChoice), ("preprocess", PreprocessChoice),
-                           ("runtime", RuntimeChoice), ("precision", Precision)):
-            allowed = get_args(kind)
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} backend must be one of {', '.join(allowed)}, got "
-                                  f"{getattr(self, name)!r}")
+
+class PipelineOptions(PipelineSettings):
+    """The settings plus what the code that builds a pipeline decides for its run. Built with
+    keywords; a bad value is a ConfigError naming the key."""
+
+    policy: DropPolicy | None = None  # None: block for files, drop_oldest for live sources
+    capacity: int = Field(default=8, ge=1)  # items per channel
+    # decode straight to the model's letterbox size when no sink needs the full picture
+    decode_scaled: bool = True
+    max_age_s: float | None = None  # live: drop frames older than this at inference
+    frame_limit: int | None = Field(default=None, ge=1)  # stop each stream after this many
+    name: str = ""  # prefix of channel names, where several pipelines share one registry
+    torch_model: Any = None  # nn.Module, TorchScript or .pt2 path; default: beside the ONNX
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as e:
+            raise ConfigError(describe_error(e, words=True)) from None
+
+    @classmethod
+    def from_settings(cls, settings: PipelineSettings, **run: Any) -> PipelineOptions:
+        """The options of a run with ``settings`` (of any PipelineSettings, such as the
+        service's config) and the run's own ``run`` values."""
+        keys = PipelineSettings.model_fields
+        return cls(**{k: getattr(settings, k) for k in keys}, **run)
+
+    def replace(self, **changes: Any) -> PipelineOptions:
+        """A copy with ``changes``, checked like a new one."""
+        return type(self)(**{**{k: getattr(self, k) for k in type(self).model_fields},
+                             **changes})

@@ -1,66 +1,25 @@
 """How many threads ONNX Runtime and FFmpeg get, decided from measured costs, not assumed.
 
-Decoding, preprocessing and inference share the same cores. ONNX Runtime's intra-op threads
-meet at a barrier after every operator: when a decoder thread takes one of "its" cores, the
-whole operator waits for the preempted thread. So giving ONNX Runtime every core pays only when
-inference so dominates the work that the decoders rarely run; when their costs are comparable,
-a core kept for decoding and preprocessing lets the two overlap, which is the point of a
-pipeline. Measured on the 2-core machine (`vidpipe run build/demo/clip.mp4 --model
-models/zoo/shapes-yolo/<file> --infer-threads N`, 720p, two runs each, fps):
+Decoding, preprocessing and inference share the same cores, and ONNX Runtime's intra-op
+threads meet at a barrier after every operator: when a decoder takes one of "its" cores, the
+whole operator waits for the preempted thread. The rules (the measurements behind each are
+in docs/BENCHMARKS.md, "The thread plan"):
 
-| model | decode+prep / inference per frame | 1 thread | 2 threads |
-|---|---|---|---|
-| shapes-yolo FP32 | 9.3 / 16.1 ms (0.58) | 52.3, 49.2 | 56.4, 58.8 |
-| shapes-yolo INT8 | 9.7 / 13.3 ms (0.73) | 72.1, 72.3 | 78.6, 71.9 |
-| shapes-yolo pruned 50% | 6.4 / 3.7 ms (1.73) | 82.4, 85.5 | 80.3, 79.9 |
-
-and the SSD person model (about 0.4) ran 30.4 fps on 1 thread, 35.6 on 2. So a core is kept
-for feeding only when feeding costs at least as much as inference (``COMPARABLE``).
-
-``measure_costs`` times, before the pipeline starts: inference per frame on one thread (a
-blank image, median of a few calls) and decoding plus preprocessing
-per frame of each file source (its first frames, in a separate reader, decoded the way the
-pipeline will: straight to the model's size unless a sink needs full pictures; the first
-picture, which carries the decoder's start-up, is not timed). ``plan_threads``
-then keeps ``cores - 1`` inference threads (at least one) whenever decoding and
-preprocessing cost at least ``COMPARABLE`` times inference per frame, all cores otherwise.
-Live sources cannot be read ahead; without their decode cost the plan keeps a core for them.
-Five probes of each shapes-yolo file on the demo clip (stop 14): FP32 and INT8 always two
-calls on one thread each (feeding 4.9-6.8 ms, inference 10.5-17.6 ms per frame), pruned 50 %
-INT8 always a core kept for feeding (3.8-6.7 against 3.4-4.9 ms), one decoder thread each.
-Pruned 50 % sits on the line (3.5-5.0 against 4.1-6.4 ms) and goes either way, which
-costs nothing measurable: 600 frames, alternated, one call on one thread 141.6 / 154.6 /
-134.3 fps, two calls 143.7 / 144.5 / 135.2. With the first picture timed, the probe had read
-25-35 % high and once chose two decoder threads for pruned INT8 (8.2 against 3.3 ms). The
-table above was measured with that probe; its ratios would read about a quarter lower, on
-the same sides of ``COMPARABLE``.
-
-Inference calls at once: the inference threads the plan gives are split into
-``INFER_WORKERS`` (2) calls at once, each on half of them, when they split evenly (two cores
-all to inference: two calls on one thread each). The barrier above stalls one call on two
-threads whenever decoding takes a core; two one-thread calls go on independently, and one
-intra-op thread spends no CPU on handing work over. Measured on the 2-core machine (stop 12;
-interleaved, 600 frames, fps medians of three; the same pipeline with ``--infer-threads 2``,
-which means one call on two threads, against the plan's two calls on one): shapes-yolo FP32
-72.4 vs 63.4, INT8 109.3 vs 103.6. Alone, four-image batches: FP32 91 vs 70 fps, INT8 144 vs
-126. Only the 2-core split (2 x 1) has been measured; larger machines get 2 calls of half
-their inference threads each, unmeasured. Live sources keep one call at a time, on
-``cores - 1`` threads (two calls for a camera: unmeasured).
-
-Decoder threads: one per file, unless decoding a file on one thread would take more than
-``FRAME_THREADS_FROM`` times the time inference has for each of that file's frames
-(``streams x inference ms / (cores - 1)``); then each file's FFmpeg decoder gets
-``cores // files`` threads (frame threading). Frame threading costs CPU of its own (demo
-clip: FFmpeg's two threads used 3.8 ms of CPU per frame inside the pipeline, per-thread CPU
-times; decoding alone on one thread 3.4-3.5 ms), and on shared cores that CPU is taken from
-inference. Measured after the decoder kept its converter (stop 12; interleaved,
-600 frames, fps medians; ``--decode-threads 1`` vs ``2``, inference 1 thread): pruned 50 %
-INT8 166.5 vs 156.4 (5 runs; feeding 5-7 ms against inference 4.1), pruned 50 % 140.7 vs
-125.4 (4 runs). Before, when converting each picture cost 2 ms more, two threads had won
-(112-125 vs 98-103 fps): a decoder much slower than inference still needs them. The
-inference-bound FP32 and INT8 models keep every core for inference and decode on one thread.
-Live sources always decode on one thread: FFmpeg's frame threading holds one frame per extra
-thread before the first comes out, a frame interval of latency each.
+- Before a pipeline starts, ``measure_costs`` times inference per frame on one thread (a
+  blank image, median of a few calls) and decoding plus preprocessing per frame of each file
+  (its first frames, in a separate reader, decoded as the pipeline will; the first picture,
+  which carries the decoder's start-up, untimed).
+- Cores for inference: ``cores - 1`` (at least one) when feeding costs at least
+  ``COMPARABLE`` times inference per frame, so a core is kept for decoding; all of them
+  otherwise. A live source cannot be probed ahead, so a core is kept for it.
+- Calls at once: the inference threads are split into ``INFER_WORKERS`` calls at once, each
+  on half of them, when they split evenly: a call on one thread is not stalled by a
+  preempted second thread. Live sources keep one call at a time.
+- Decoder threads: one per file, unless one thread would take more than
+  ``FRAME_THREADS_FROM`` times the time inference has for that file's frames; then
+  ``cores // files`` (frame threading costs CPU of its own, which shared cores take from
+  inference). A live source always decodes on one thread: each extra frame thread holds a
+  frame interval of latency.
 """
 
 from __future__ import annotations
@@ -156,8 +115,7 @@ def time_feed(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
     letterbox size, as a pipeline without image sinks does) and preprocess the first
     ``frames`` of a file (None: all of it); None when the file gives fewer than two frames
     (the pipeline will say why). The first picture is decoded but not timed: it carries the
-    decoder's start-up (demo clip, five runs: 15-22 ms, against 4.4-5.8 ms for each of the
-    next seven), which made an 8-frame probe read 25-35 % high."""
+    decoder's start-up, several times a later picture's cost (docs/BENCHMARKS.md)."""
     prepare = OpenCVPreprocessor(spec)
     try:
         with av.open(str(path)) as container:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ def compare(clip: Path, variants: dict[str, tuple[Path, ModelSpec]], options: Pi
     runs: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     alone: dict[str, list[StagesAlone]] = defaultdict(list)
     thread_counts = sorted({1, CORES})
-    options = replace(options, frame_limit=frame_limit)
+    options = options.replace(frame_limit=frame_limit)
     for _ in range(reps):
         for label, (path, spec) in variants.items():
             for threads in thread_counts:
@@ -103,7 +102,7 @@ def live(clip: Path, path: Path, spec: ModelSpec, options: PipelineOptions, *,
          duration_s: float, windows: int = 10) -> dict[str, Any]:
     """vidpipe on a camera paced at the clip's frame rate, for ``duration_s``."""
     # one camera: no one to batch with, and every queued frame is latency
-    options = replace(options, capacity=1, batch_size=1, batch_timeout_ms=0.0)
+    options = options.replace(capacity=1, batch_size=1, batch_timeout_ms=0.0)
     sink = LatencySink()
 
     def open_paced(p: Path, sid: str) -> PacedFileSource:
@@ -138,7 +137,7 @@ def scaling(clip: Path, path: Path, spec: ModelSpec, options: PipelineOptions, *
     rows = []
     for n in streams:
         m = measure_pipeline(f"{n} streams", [clip] * n, path, spec,
-                             replace(options, frame_limit=frame_limit))
+                             options.replace(frame_limit=frame_limit))
         rows.append(_row(m) | {"streams": n, "fps_per_core": m.fps / CORES,
                                "rss_per_stream_mb": m.peak_rss_delta / n / 2**20})
         _advance(progress)

@@ -35,7 +35,7 @@ import torch
 
 from models.errors import ModelError
 from models.runtime.base import TensorInfo
-from models.runtime.torch import (
+from models.runtime.device import (
     DeviceOutputs,
     DeviceSlot,
     DeviceUnavailable,

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import torch
 
 from models.runtime.base import Backend
-from models.runtime.torch import DeviceOutputs, DeviceSlot
+from models.runtime.device import DeviceOutputs, DeviceSlot
 from pipelines.cuda import distinct_events, wait_ready
 from pipelines.frame import Batch
 from pipelines.infer.runtime import BackendRuntime

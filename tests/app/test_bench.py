@@ -2,9 +2,12 @@
 
 import json
 
-from tests.app.test_cli import vidpipe
+import pytest
+
+from tests.support.cli import vidpipe
 
 
+@pytest.mark.slow
 def test_bench_quick_compares_the_hand_loop_with_vidpipe_and_scales(small_clip, tmp_path):
     code, output = vidpipe("bench", "--quick", "--source", small_clip, "--frames", 30,
                            "--streams", "1,2", "--live", 2, "--out", tmp_path)

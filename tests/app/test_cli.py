@@ -10,16 +10,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from typer.testing import CliRunner
 
-from app.cli import cli
-
-runner = CliRunner()
-
-
-def vidpipe(*args):
-    result = runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    return result.exit_code, result.output
+from tests.support.cli import vidpipe
 
 
 def read_jsonl(path: Path):

@@ -44,3 +44,17 @@ def test_errors_name_the_key_and_what_it_allows(tmp_path, text, message):
 def test_a_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.yaml", environ={})
+
+
+def test_the_service_takes_every_pipeline_setting_and_builds_the_same_options(tmp_path):
+    from pipelines.options import PipelineOptions
+
+    path = write(tmp_path, "device: cuda:1\nruntime: torch\nprecision: fp32\n")
+    cfg = load_config(path, environ={"VIDPIPE_DECODE": "pyav", "VIDPIPE_BATCH_SIZE": "8"})
+    options = PipelineOptions.from_settings(cfg, name="door", capacity=2)
+    assert (options.device, options.runtime, options.precision, options.decode) == (
+        "cuda:1", "torch", "fp32", "pyav")
+    assert (options.batch_size, options.batch_timeout_ms, options.name) == (8, 5.0, "door")
+    with pytest.raises(ConfigError, match="service.yaml: runtime: Input should be 'auto', "
+                                          "'onnxruntime', 'tensorrt' or 'torch'"):
+        load_config(write(tmp_path, "runtime: openvino\n"), environ={})

@@ -6,7 +6,7 @@ import pytest
 
 from app.demo import PersonScore, score_person_frames
 from pipelines.sources.synthetic import load_truth, make_demo_clip
-from tests.app.test_cli import vidpipe
+from tests.support.cli import vidpipe
 
 
 def test_score_person_frames_counts_hits_misses_and_missing_lines():

@@ -165,6 +165,7 @@ def test_clips_command_writes_labelled_clips(tmp_path: Path) -> None:
         assert len(record["frames"]) == 3 and record["width"] == 160
 
 
+@pytest.mark.slow
 def test_optimize_writes_every_variant_and_prints_the_table(tiny_run: Path,
                                                             tmp_path: Path) -> None:
     held = tiny_run / "heldout" / "clip-0.mp4"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.model_optimize import VariantRow, apply_gate, int8_name
 from models.evaluate import Accuracy
+from models.variants import VariantRow, apply_gate, int8_name
 from models.zoo import variant_file, variant_label
 
 

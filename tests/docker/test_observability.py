@@ -47,6 +47,8 @@ DASHBOARD_MUST_READ = {"vidpipe_stage_seconds_bucket", "vidpipe_frames_total",
                        "vidpipe_frame_latency_seconds_bucket", "vidpipe_channel_depth",
                        "vidpipe_stream_reconnects_total", *GPU_ONLY}
 
+pytestmark = pytest.mark.slow  # a real Prometheus per module: seconds to start
+
 
 def _tool(path: Path) -> Path:
     if not path.exists():

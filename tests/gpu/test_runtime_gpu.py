@@ -12,8 +12,9 @@ import torch
 from torch import nn
 
 from models.errors import ModelError
+from models.runtime.device import DeviceUnavailable, batch_bucket
 from models.runtime.onnxruntime import OnnxRuntimeBackend
-from models.runtime.torch import DeviceUnavailable, TorchBackend, batch_bucket
+from models.runtime.torch import TorchBackend
 from pipelines.cuda import cuda_available, library_available
 from tests.gpu.agreement import need
 

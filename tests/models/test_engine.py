@@ -18,7 +18,7 @@ from models.engine import (
     import_tensorrt,
     record_path,
 )
-from models.runtime.torch import DeviceUnavailable
+from models.runtime.device import DeviceUnavailable
 from pipelines.cuda import library_available
 
 H200 = BuildEnvironment("NVIDIA H200", "10.13.0")

@@ -51,6 +51,7 @@ def test_calibration_frames_are_prepared_like_the_pipeline_prepares_them(frames)
 
 @pytest.mark.parametrize("method, target", [(m, "onnxruntime") for m in METHODS]
                          + [("minmax", "tensorrt")])
+@pytest.mark.slow
 def test_quantized_graph_is_qdq_with_a_float_tail_and_close_outputs(fp32: Path, frames,
                                                                     tmp_path: Path,
                                                                     method: str,

@@ -22,7 +22,7 @@ from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 from pipelines.stage import run_stage
-from tests.fakes import FAKE_SPEC, FakeDecoder, FakeSource, ListSink, drain
+from tests.support.fakes import FAKE_SPEC, FakeDecoder, FakeSource, ListSink, drain
 
 
 def decode_all(clip: Path, scale: ScaleTo | None) -> list:

@@ -18,7 +18,7 @@ from pipelines.infer.stage import InferStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 from pipelines.stage import run_stage
-from tests.fakes import FAKE_SPEC, FakeBackend, drain
+from tests.support.fakes import FAKE_SPEC, FakeBackend, drain
 
 
 def _batch(index: int) -> Batch:

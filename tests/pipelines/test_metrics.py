@@ -3,13 +3,14 @@
 import asyncio
 import urllib.request
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from pipelines.backends import host_backends
 from pipelines.build import wire_pipeline
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
-from tests.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
+from tests.support.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
 
 CONTRACT = [
     "vidpipe_stage_seconds_bucket", "vidpipe_stage_wait_seconds_bucket", "vidpipe_channel_depth",
@@ -46,6 +47,7 @@ def test_two_pipelines_can_share_one_registry():
     assert 'stream="a"' in text and 'stream="b"' in text
 
 
+@pytest.mark.slow
 def test_metrics_port_serves_prometheus_while_the_cli_runs(small_clip, tmp_path):
     import socket
     import subprocess

@@ -10,7 +10,7 @@ from pipelines.backends import host_backends
 from pipelines.build import wire_pipeline
 from pipelines.metrics import OUTCOMES, PipelineMetrics
 from pipelines.options import PipelineOptions
-from tests.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
+from tests.support.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
 
 
 def build(sources, backend, *, decoder=None, sink=None, batch_size=4, policy=None,

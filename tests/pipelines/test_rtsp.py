@@ -18,8 +18,8 @@ from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.sources.rtsp import Backoff, RtspSource
 from pipelines.sources.url import redact, redact_text, validate_rtsp_url
-from tests.fakes import FAKE_SPEC, FakeBackend, ListSink
 from tests.rtsp_fixtures import Viewer, free_port, wait_until
+from tests.support.fakes import FAKE_SPEC, FakeBackend, ListSink
 
 SECRET = "s3cr3t-Pa55"
 COME_BACK_LIMIT_S = 5.0  # the acceptance: up again within 5 s of the server's return
@@ -172,6 +172,7 @@ def test_source_delivers_packets_that_decode_to_frames_of_the_stream_size(rtsp_s
 OUTAGES_S = (1.0, 2.0, 3.0, 4.0, 6.0)  # the longer ones let the backoff reach its cap
 
 
+@pytest.mark.slow
 def test_source_comes_back_within_5s_of_each_of_five_server_restarts(rtsp_servers, caplog):
     caplog.set_level(logging.INFO)
     server = rtsp_servers.start()
@@ -217,6 +218,7 @@ class FailedAttempts(logging.Handler):
             self.count += 1
 
 
+@pytest.mark.slow
 def test_worst_case_come_back_is_the_backoff_cap_plus_one_connection(rtsp_servers):
     # The server returns just after a failed attempt, once the backoff has reached its cap:
     # the longest wait there is. Jitter only shortens delays, so without it this is the bound.
@@ -278,6 +280,7 @@ def rate(sink: ListSink, stream: str, seconds: float) -> float:
     return (after - before) / seconds
 
 
+@pytest.mark.slow
 def test_pipeline_keeps_the_other_streams_rate_while_one_reconnects(rtsp_servers, caplog):
     caplog.set_level(logging.INFO)
     servers = {"a": rtsp_servers.start(), "b": rtsp_servers.start()}
