@@ -40,11 +40,8 @@ def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await service.start()
-        try:
+        async with service:  # the streams of the config start, and drain at the end
             yield
-        finally:
-            await service.aclose()
 
     app = FastAPI(title="vidpipe", version=__version__, lifespan=lifespan,
                   description="Streams, per-stage latency and detections of a vidpipe service.")

@@ -55,14 +55,16 @@ def stream_ids(paths: Sequence[Path]) -> list[str]:
     return ids
 
 
-def probe_sources(paths: Sequence[Path], ids: Sequence[str]) -> dict[str, tuple[float, int | None]]:
-    """fps and declared frame count per stream; raises SourceError for a bad file."""
-    info = {}
+def open_sources(paths: Sequence[Path], ids: Sequence[str], stack: ExitStack,
+                 ) -> dict[str, FileSource]:
+    """Each file opened once, for the whole run (closed by ``stack``, if the pipeline has not
+    closed it already); raises SourceError for a bad file."""
+    sources = {}
     for path, sid in zip(paths, ids, strict=True):
-        with FileSource(path, sid) as source:
-            log.info("%s", source.describe())
-            info[sid] = (source.fps, source.frame_count)
-    return info
+        source = stack.enter_context(FileSource(path, sid))
+        log.info("%s", source.describe())
+        sources[sid] = source
+    return sources
 
 
 def run_files(paths: Sequence[Path], model_path: Path, spec: ModelSpec, out: Path,
@@ -71,7 +73,6 @@ def run_files(paths: Sequence[Path], model_path: Path, spec: ModelSpec, out: Pat
               on_progress: Callable[[int, int | None], None] | None = None,
               ) -> tuple[PipelineMetrics, Pipeline, RunOutputs]:
     ids = stream_ids(paths)
-    info = probe_sources(paths, ids)
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry)
     check_device(options.device)
@@ -86,10 +87,13 @@ def run_files(paths: Sequence[Path], model_path: Path, spec: ModelSpec, out: Pat
     committed = False
     with ExitStack() as stack:
         try:
+            sources = open_sources(paths, ids, stack)
+            info = {sid: (s.fps, s.frame_count) for sid, s in sources.items()}
             if metrics_port is not None:
                 stack.callback(_serve_metrics(registry, metrics_port).shutdown)
             sinks.extend(_open_sinks(out, spec, ids, info, annotate))
-            pipeline = build_pipeline(paths, ids, model_path, spec, sinks, metrics, options)
+            pipeline = build_pipeline(paths, ids, model_path, spec, sinks, metrics, options,
+                                      open_source=lambda _, sid: sources[sid])
             counts = [count for _, count in info.values()]
             total = None if None in counts else sum(c for c in counts if c is not None)
             asyncio.run(_run(pipeline, _progress(metrics, total, on_progress)))

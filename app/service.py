@@ -166,6 +166,13 @@ class Service:
                              return_exceptions=True)
         log.info("drained %d stream(s) in %.2f s", len(streams), time.monotonic() - start)
 
+    async def __aenter__(self) -> Service:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=100)
         self._subscribers.add(queue)

@@ -5,10 +5,10 @@ A run is fixed by its ``TrainConfig``: it first renders ``scenes`` images (chunk
 draws its batch from them with random flips by ``(seed, i)``; the weights start from
 ``torch.manual_seed(seed)``, and the learning rate follows the step count, not the clock.
 
-Why a rendered set and not a fresh scene per image: rendering a 320x192 scene costs about
-19 ms of one core, 0.3 s per batch of 16 against 0.45 s for the training step itself, so on
-two cores rendering on the fly took 40% of the budget. 6,400 scenes (~50,000 objects) seen
-about eight times each, flipped, train the same network in 1.7 times the steps per minute.
+Why a rendered set and not a fresh scene per image: rendering a batch costs about as much
+as the training step itself, so rendering on the fly took a large share of two cores; a
+rendered set seen several times, flipped, trains the same network in more steps per minute
+(docs/BENCHMARKS.md, "Measurements behind code choices").
 
 The same config on the same torch build and thread count gives the same weights. ``minutes``
 is only a safety cap: a run it cuts short says so in its log (``stopped_early``), because

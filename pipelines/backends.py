@@ -26,7 +26,6 @@ import torch
 from models.engine import check_engine, current_environment
 from models.runtime.base import Backend, TensorInfo
 from models.runtime.device import DeviceUnavailable
-from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.runtime.tensorrt import TensorRTBackend
 from models.runtime.torch import TorchBackend
 from models.spec import ModelSpec
@@ -47,7 +46,7 @@ from pipelines.preprocess.cvcuda import CvCudaPreprocessor
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 from pipelines.preprocess.stage import Preprocessor
 from pipelines.preprocess.torch_cuda import TorchPreprocessor
-from pipelines.threads import ThreadPlan, choose_threads, probe_costs
+from pipelines.threads import ThreadPlan, choose_threads, planned_session
 
 log = logging.getLogger(__name__)
 
@@ -117,16 +116,11 @@ def _refuse_gpu_choices(options: PipelineOptions) -> None:
 def _cpu_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
                   options: PipelineOptions, report: BackendReport, scale: ScaleTo | None,
                   fallback: str) -> StageBackends:
-    cores = os.cpu_count() or 1
-    costs = (probe_costs(model_path, spec, sources, scaled=scale is not None)
-             if options.infer_threads is None and cores > 1 else None)
-    plan = choose_threads(options.infer_threads, options.decode_threads, cores, costs)
-    log.info("threads: inference %d x %d at once, decode %d per stream (%s)", plan.infer,
-             plan.infer_workers, plan.decode, plan.reason)
+    backend, plan = planned_session(model_path, spec, sources, options.infer_threads,
+                                    options.decode_threads, scaled=scale is not None)
     if scale is not None:
         log.info("decoding straight to the model's letterbox size (input %dx%d): no sink "
                  "needs the full pictures", *scale.input_size)
-    backend = OnnxRuntimeBackend(model_path, threads=plan.infer)
     try:
         info = check_compatible(spec, backend.inputs, backend.outputs, model_path)
     except BaseException:

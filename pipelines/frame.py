@@ -131,8 +131,8 @@ class Batch:
         """Join batches (from any streams) into one, in order.
 
         CPU tensors are joined by numpy, on the calling thread alone: ``torch.cat`` splits a
-        copy this size over its OpenMP threads, whose spinning after every call took about
-        a tenth of the CPU pipeline's cycles from the stages' own threads (``perf``, 2 cores).
+        copy this size over its OpenMP threads, whose spinning after every call takes cycles
+        from the stages' own threads (docs/BENCHMARKS.md).
         """
         if not batches:
             raise ValueError("Batch.concat needs at least one batch")

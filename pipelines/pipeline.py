@@ -80,6 +80,12 @@ class Pipeline:
         for channel in self.channels:
             self.metrics.unregister_channel(channel.name)
 
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Close every stage (threads, sources, backends), last stage first. Idempotent."""
         if self._closed:

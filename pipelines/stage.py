@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pipelines.channel import Channel
 from pipelines.errors import ChannelClosed
@@ -121,6 +121,12 @@ class Stage(abc.ABC, Generic[In, Out]):
     def close(self) -> None:
         """Release the worker thread and anything the stage holds. Idempotent."""
         self.worker.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 async def run_stage(stage: Stage[Any, Any]) -> None:

@@ -25,6 +25,7 @@ in docs/BENCHMARKS.md, "The thread plan"):
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ import av
 import numpy as np
 
 from models.errors import ModelError
+from models.runtime.base import Backend
 from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.spec import InputSpec, ModelSpec
 from pipelines.decode.pyav import PyAVDecoder, ScaleTo
@@ -77,36 +79,47 @@ class ProbeTime:
 
 
 def time_infer(model: Path, shape: Sequence[int], dtype: str = "float32", calls: int = 3, *,
-               threads: int = 1, batch: int = 1, workers: int = 1) -> ProbeTime:
+               threads: int = 1, batch: int = 1, workers: int = 1,
+               backend: Backend | None = None) -> ProbeTime:
     """Per frame, over ``calls`` ONNX Runtime calls (``threads`` intra-op threads each) on a
     blank batch of ``batch`` images of ``shape``, ``workers`` calls at once from as many
     threads: the wall time (with one worker from the median call, with several from the
-    whole run) and the mean CPU time."""
-    with OnnxRuntimeBackend(model, threads=threads) as backend:
-        feeds = {backend.inputs[0].name: np.zeros((batch, *shape), dtype=dtype)}
-        backend.infer(feeds)  # first call: allocation and kernel selection
-        if workers > 1:
-            with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(lambda _: backend.infer(feeds), range(workers)))  # warm each
-                start, cpu_start = time.perf_counter(), time.process_time()
-                list(pool.map(lambda _: backend.infer(feeds), range(calls)))
-                wall = time.perf_counter() - start
-                cpu = time.process_time() - cpu_start
-            return ProbeTime(wall * 1e3 / (calls * batch), cpu * 1e3 / (calls * batch))
-        times = []
-        cpu_start = time.process_time()
-        for _ in range(calls):
-            start = time.perf_counter()
-            backend.infer(feeds)
-            times.append(time.perf_counter() - start)
-        cpu = time.process_time() - cpu_start
+    whole run) and the mean CPU time. ``backend``: an opened session to time (left open)
+    instead of a new one of ``model``."""
+    if backend is not None:
+        return _time_calls(backend, shape, dtype, calls, batch, workers)
+    with OnnxRuntimeBackend(model, threads=threads) as opened:
+        return _time_calls(opened, shape, dtype, calls, batch, workers)
+
+
+def _time_calls(backend: Backend, shape: Sequence[int], dtype: str, calls: int, batch: int,
+                workers: int) -> ProbeTime:
+    feeds = {backend.inputs[0].name: np.zeros((batch, *shape), dtype=dtype)}
+    backend.infer(feeds)  # first call: allocation and kernel selection
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda _: backend.infer(feeds), range(workers)))  # warm each
+            start, cpu_start = time.perf_counter(), time.process_time()
+            list(pool.map(lambda _: backend.infer(feeds), range(calls)))
+            wall = time.perf_counter() - start
+            cpu = time.process_time() - cpu_start
+        return ProbeTime(wall * 1e3 / (calls * batch), cpu * 1e3 / (calls * batch))
+    times = []
+    cpu_start = time.process_time()
+    for _ in range(calls):
+        start = time.perf_counter()
+        backend.infer(feeds)
+        times.append(time.perf_counter() - start)
+    cpu = time.process_time() - cpu_start
     return ProbeTime(statistics.median(times) * 1e3 / batch, cpu * 1e3 / (calls * batch))
 
 
 def measure_infer_ms(model: Path, shape: Sequence[int], dtype: str = "float32",
-                     calls: int = 3, *, threads: int = 1, batch: int = 1) -> float:
+                     calls: int = 3, *, threads: int = 1, batch: int = 1,
+                     backend: Backend | None = None) -> float:
     """Median ms per frame of ``calls`` ONNX Runtime calls (see ``time_infer``)."""
-    return time_infer(model, shape, dtype, calls, threads=threads, batch=batch).wall_ms
+    return time_infer(model, shape, dtype, calls, threads=threads, batch=batch,
+                      backend=backend).wall_ms
 
 
 def time_feed(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
@@ -155,11 +168,12 @@ def choose_threads(infer_threads: int | None, decode_threads: int | None, cores:
 
 
 def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
-                  scaled: bool = True) -> StageCosts:
-    """Inference per frame on one thread, and decode (``scaled``: to the model's size) +
-    preprocess per frame summed over the sources (None if any is live: a camera cannot be
-    read ahead)."""
-    infer_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype)
+                  scaled: bool = True, backend: Backend | None = None) -> StageCosts:
+    """Inference per frame on one thread (``backend``: an opened one-thread session, else a
+    new one), and decode (``scaled``: to the model's size) + preprocess per frame summed
+    over the sources (None if any is live: a camera cannot be read ahead)."""
+    infer_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype,
+                                backend=backend)
     feed: float | None = 0.0
     for source in sources:
         path = getattr(source, "path", None)
@@ -170,11 +184,11 @@ def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
 
 
 def probe_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
-                scaled: bool = True) -> StageCosts | None:
+                scaled: bool = True, backend: Backend | None = None) -> StageCosts | None:
     """``measure_costs``, or None when the probe cannot run the model (a model that does not
     match its card fails right after, in ``check_compatible``, with the message that says so)."""
     try:
-        return measure_costs(model_path, spec, sources, scaled=scaled)
+        return measure_costs(model_path, spec, sources, scaled=scaled, backend=backend)
     except ModelError:
         raise
     except Exception as e:  # ONNX Runtime raises its own untyped errors for a bad feed
@@ -228,3 +242,30 @@ def _decoder_threads(feed_ms: float, infer_ms: float, streams: int, cores: int) 
     if per_file_ms > FRAME_THREADS_FROM * time_per_file_frame:
         return max(1, cores // streams)
     return 1
+
+
+def planned_session(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
+                    infer_threads: int | None, decode_threads: int | None, *,
+                    scaled: bool = True) -> tuple[OnnxRuntimeBackend, ThreadPlan]:
+    """The model's session on the plan's threads, and the plan. The plan's probe times
+    inference on a one-thread session; where the plan wants one thread per call (two calls at
+    once on two cores, or a core kept for decoding), that session is the run's: the model is
+    opened once."""
+    cores = os.cpu_count() or 1
+    if infer_threads is not None or cores == 1:  # nothing to measure
+        plan = choose_threads(infer_threads, decode_threads, cores)
+        session = OnnxRuntimeBackend(model_path, threads=plan.infer)
+    else:
+        session = OnnxRuntimeBackend(model_path, threads=1)
+        try:
+            costs = probe_costs(model_path, spec, sources, scaled=scaled, backend=session)
+            plan = choose_threads(None, decode_threads, cores, costs)
+            if plan.infer != 1:
+                session.close()
+                session = OnnxRuntimeBackend(model_path, threads=plan.infer)
+        except BaseException:
+            session.close()
+            raise
+    log.info("threads: inference %d x %d at once, decode %d per stream (%s)", plan.infer,
+             plan.infer_workers, plan.decode, plan.reason)
+    return session, plan

@@ -11,9 +11,7 @@ Only for pipelines whose sinks never need the full picture (``build.py`` decides
 ``RGBConverter`` keeps one swscale context per stream, on one thread. ``VideoFrame.to_ndarray``
 alone makes a new context for every frame, with a pool of threads sized to the machine:
 setting the filters and threads up again for each picture cost more than the conversion
-itself (720p H.264 to 320x180 RGB, AREA filter, 300 frames, the median of four interleaved
-runs on the 2-core machine: 2.8 ms of CPU per frame that way, 0.9 ms with the context
-kept, decoding 3.5 ms).
+itself (docs/BENCHMARKS.md, "Measurements behind code choices").
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ NMS keeps the best-scoring box of each cluster. Each greedy step compares the cu
 box with all remaining candidates at once, so the Python loop runs once per *kept* box, not
 once per pair. Up to ``MATRIX_MAX`` candidates (a detector's usual few dozen after the score
 threshold) every pairwise IoU is computed in one pass first, and each step is then one
-row lookup. Decoding a shapes-yolo frame (about 65 candidates, 10-12 kept) took 0.47 ms
-this way against 0.78-0.88 ms (box decoding included; two interleaved runs of 400 frames).
-Both ways give the same boxes (the tests hold them to a pair-by-pair reference).
+row lookup, which is faster than one pass per kept box at these sizes (docs/BENCHMARKS.md,
+"Measurements behind code choices"). Both ways give the same boxes (the tests hold them to
+a pair-by-pair reference).
 """
 
 from __future__ import annotations

@@ -13,10 +13,11 @@ import cv2
 
 from models.spec import ModelSpec
 from pipelines.frame import Result
+from pipelines.sinks.stage import ClosingSink
 from pipelines.sinks.video import draw_detections
 
 
-class LatestFrameSink:
+class LatestFrameSink(ClosingSink):
     wants_images = True
 
     def __init__(self, spec: ModelSpec, *, interval_s: float = 0.5, quality: int = 80) -> None:

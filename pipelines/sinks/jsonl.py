@@ -9,9 +9,10 @@ from typing import Any
 from models.spec import ModelSpec
 from pipelines.frame import Result
 from pipelines.sinks.atomic import AtomicPath
+from pipelines.sinks.stage import ClosingSink
 
 
-class JsonlSink:
+class JsonlSink(ClosingSink):
     wants_images = False
 
     def __init__(self, path: Path, spec: ModelSpec) -> None:

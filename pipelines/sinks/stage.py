@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, Self
 
 from models.spec import ModelSpec
 from pipelines.channel import Channel
@@ -29,6 +29,20 @@ class Sink(Protocol):
     def write(self, result: Result) -> None: ...
 
     def close(self, commit: bool = True) -> None: ...
+
+
+class ClosingSink:
+    """A sink as a context manager: what it wrote is committed when the block ends normally,
+    discarded when it ends with an error."""
+
+    def close(self, commit: bool = True) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.close(commit=kind is None)
 
 
 class SinkStage(Stage[Result, None]):

@@ -13,6 +13,7 @@ import numpy as np
 from models.spec import ModelSpec
 from pipelines.frame import Detections, Result
 from pipelines.sinks.atomic import AtomicPath
+from pipelines.sinks.stage import ClosingSink
 
 _COLOURS = [(255, 56, 56), (72, 249, 10), (0, 194, 255), (255, 157, 151), (146, 204, 23),
             (187, 212, 0), (255, 178, 29), (207, 210, 49), (52, 69, 147), (255, 112, 31)]
@@ -56,7 +57,7 @@ class _Encoder:
             self.atomic.discard()
 
 
-class AnnotatedVideoSink:
+class AnnotatedVideoSink(ClosingSink):
     """Encodes each stream's annotated frames to ``path_for(stream_id)``."""
 
     wants_images = True

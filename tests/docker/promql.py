@@ -59,3 +59,12 @@ def exported_names(exposition: str) -> set[str]:
         names.update(sample.name for sample in family.samples)
         names.update(family.name + s for s in suffixes.get(family.type, ("",)))
     return names
+
+
+_SELECTOR = re.compile(r"\b(vidpipe_\w+)\s*(\{[^}]*\})?")
+
+
+def selectors(expr: str) -> list[str]:
+    """The series selectors (``name{matchers}``) an expression reads, variables replaced."""
+    return [name + (matchers or "") for name, matchers in
+            _SELECTOR.findall(grafana_to_promql(expr))]

@@ -177,3 +177,25 @@ def test_stop_drains_or_counts_what_was_in_flight(drain):
     assert_books_balance(metrics, "a", received)
     if drain:
         assert metrics.outcomes["a"]["processed"] == received == len(sink.results)
+
+
+def test_a_sink_used_as_a_context_commits_on_success_and_discards_on_error(tmp_path):
+    from pipelines.frame import Detections, Frame, Result
+    from pipelines.sinks.jsonl import JsonlSink
+
+    result = Result(Frame("s", 0, 0.0, 0.0, None), Detections.empty())
+    with JsonlSink(tmp_path / "kept.jsonl", FAKE_SPEC) as sink:
+        sink.write(result)
+    assert (tmp_path / "kept.jsonl").read_text().count("\n") == 1
+    with pytest.raises(RuntimeError), JsonlSink(tmp_path / "lost.jsonl", FAKE_SPEC) as sink:
+        sink.write(result)
+        raise RuntimeError("the run failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.jsonl"]
+
+
+def test_a_pipeline_used_as_a_context_closes_its_stages_and_sources():
+    source = FakeSource("a", 3)
+    pipeline, _, _ = build([source], FakeBackend())
+    with pipeline:
+        pass
+    assert source.closed and all(s.worker._executor._shutdown for s in pipeline.stages)

@@ -1,0 +1,153 @@
+"""The shipped observability files on their own: promtool checks and unit-tests the config
+and alert rules, every alert has its runbook section, the dashboard uses the provisioned data
+source and names only outcomes the pipeline counts, the example config and compose file are
+valid. Needs ``apt-get install prometheus`` for promtool (skips without it, fails instead when
+``REQUIRE_PROMETHEUS=1``); the compose check runs where the ``docker compose`` plugin is."""
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from app.config import load_config
+from tests.docker.promql import selectors
+from tests.docker.shipped import (
+    ALERTS,
+    DASHBOARD,
+    DATASOURCES,
+    DOCKER,
+    PROMETHEUS_CONFIG,
+    PROMTOOL,
+    REPO,
+    alert_rules,
+    dashboard_queries,
+    tool,
+)
+
+
+@pytest.mark.parametrize("check", [["check", "config", str(PROMETHEUS_CONFIG)],
+                                   ["check", "rules", str(ALERTS)]], ids=["config", "rules"])
+def test_promtool_accepts_the_shipped_files(check):
+    done = subprocess.run([str(tool(PROMTOOL)), *check], capture_output=True, text=True,
+                          timeout=30)
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# (alert, labels, rendered summary) that must fire at 20 minutes on the series below, and no
+# others: each alert has a stream that must fire it and one just on the other side of its line.
+EXPECTED_AT_20M = [
+    ("VidpipeDown", {"job": "vidpipe", "instance": "down:8080", "severity": "critical"},
+     "Prometheus cannot scrape vidpipe at down:8080"),
+    ("VidpipeStreamDown", {"stream": "dead", "severity": "critical"}, "Stream dead is down"),
+    ("VidpipeLatencyP99High", {"stream": "slow", "severity": "warning"},
+     "Stream slow: P99 end-to-end latency 995ms"),
+    ("VidpipeFrameDropRateHigh", {"stream": "lossy", "severity": "warning"},
+     "Stream lossy drops 10% of its frames"),
+    ("VidpipeDecodeErrors", {"stream": "glitchy", "severity": "warning"},
+     "Stream glitchy: 2% of frames fail to decode"),
+    ("VidpipeStreamFlapping", {"stream": "flaky", "severity": "warning"},
+     "Stream flaky reconnected 15 times in 15 minutes"),
+]
+
+
+def _frames(stream: str, **per_minute: int) -> list[dict]:
+    return [{"series": f'vidpipe_frames_total{{stream="{stream}", outcome="{outcome}"}}',
+             "values": f"0+{n}x30"} for outcome, n in per_minute.items()]
+
+
+def _latency(stream: str, le_0_25: int, le_1: int) -> list[dict]:
+    counts = {"0.25": le_0_25, "0.5": le_0_25, "1.0": le_0_25 + le_1, "+Inf": le_0_25 + le_1}
+    return [{"series": f'vidpipe_frame_latency_seconds_bucket{{stream="{stream}", le="{le}"}}',
+             "values": f"0+{n}x30"} for le, n in counts.items()]
+
+
+def test_alert_rules_fire_on_the_series_they_describe_and_not_below_their_thresholds(tmp_path):
+    series = [
+        {"series": 'up{job="vidpipe", instance="down:8080"}', "values": "1 1 0x30"},
+        {"series": 'up{job="vidpipe", instance="fine:8080"}', "values": "1x32"},
+        {"series": 'vidpipe_stream_up{stream="dead"}', "values": "1 1 0x30"},
+        {"series": 'vidpipe_stream_up{stream="live"}', "values": "1x32"},
+        *_latency("slow", le_0_25=0, le_1=30),  # every frame between 0.5 and 1 s
+        *_latency("quick", le_0_25=30, le_1=0),
+        *_frames("lossy", processed=90, dropped_full=5, dropped_stale=5),  # 10 % dropped
+        *_frames("fine", processed=97, dropped_full=3),  # 3 %
+        *_frames("glitchy", processed=98, decode_error=2),  # 2 %: not a drop, a decode error
+        *_frames("clean", processed=199, decode_error=1),  # 0.5 %
+        {"series": 'vidpipe_stream_reconnects_total{stream="flaky"}', "values": "0+1x30"},
+        {"series": 'vidpipe_stream_reconnects_total{stream="steady"}', "values": "0 0 1x30"},
+    ]
+    static = {r["alert"]: {k: v for k, v in r["annotations"].items() if k != "summary"}
+              for r in alert_rules()}
+    at_20m = {alert: [] for alert in static}
+    for alert, labels, summary in EXPECTED_AT_20M:
+        at_20m[alert].append({"exp_labels": labels,
+                              "exp_annotations": {**static[alert], "summary": summary}})
+    cases = [{"eval_time": "20m", "alertname": a, "exp_alerts": e} for a, e in at_20m.items()]
+    # `for:` holds an alert back: one minute down is pending, not firing.
+    cases += [{"eval_time": "2m", "alertname": a} for a in ("VidpipeDown", "VidpipeStreamDown")]
+    tests = tmp_path / "alerts_test.yml"
+    tests.write_text(yaml.safe_dump({
+        "rule_files": [str(ALERTS)], "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": cases}]}))
+    done = subprocess.run([str(tool(PROMTOOL)), "test", "rules", str(tests)],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_alert_has_a_section_in_the_operations_guide():
+    guide = (REPO / "docs/OPERATIONS.md").read_text()
+    for rule in alert_rules():
+        assert f"### {rule['alert']}\n" in guide
+        assert rule["annotations"]["runbook"] == f"docs/OPERATIONS.md#{rule['alert'].lower()}"
+
+
+def test_the_dashboard_uses_the_provisioned_data_source():
+    uid = yaml.safe_load(DATASOURCES.read_text())["datasources"][0]["uid"]
+    dashboard = json.loads(DASHBOARD.read_text())
+    used = {p["datasource"]["uid"] for p in dashboard["panels"] if "datasource" in p}
+    used |= {v["datasource"]["uid"] for v in dashboard["templating"]["list"]}
+    assert used == {uid}
+
+
+def test_the_example_service_config_is_valid():
+    config = load_config(DOCKER / "service.yaml", environ={})
+    assert config.media_roots, "the example should show media_roots"
+
+
+def test_compose_file_is_valid_and_requires_the_secrets():
+    compose = ["docker", "compose", "-f", str(DOCKER / "compose.yaml")]
+    try:
+        subprocess.run([*compose, "version"], capture_output=True, check=True, timeout=30)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("the docker compose plugin is not installed")
+    env = {**os.environ, "VIDPIPE_API_TOKEN": "t", "GRAFANA_ADMIN_PASSWORD": "p"}
+    for profile in ("cpu", "gpu"):
+        done = subprocess.run([*compose, "--profile", profile, "config", "--quiet"], env=env,
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+    del env["VIDPIPE_API_TOKEN"]
+    done = subprocess.run([*compose, "--profile", "cpu", "config", "--quiet"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and "VIDPIPE_API_TOKEN" in done.stderr
+
+
+def test_compose_mounts_files_that_exist():
+    services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
+    sources = [volume.split(":")[0] for service in services.values()
+               for volume in service.get("volumes", []) if volume.startswith("./")]
+    assert sources and all((DOCKER / s).exists() for s in sources), sources
+
+
+def test_every_outcome_a_dashboard_query_names_is_one_the_pipeline_counts():
+    # the drop panels may show nothing while no frame was dropped: their label values must
+    # still be ones vidpipe exports, so a typo cannot hide behind "no drops yet"
+    from pipelines.metrics import OUTCOMES
+
+    named = {value for _, expr, _ in dashboard_queries() for selector in selectors(expr)
+             for values in re.findall(r'outcome\s*=~?\s*"([^"]*)"', selector)
+             for value in values.split("|")}
+    assert named and named <= set(OUTCOMES), named - set(OUTCOMES)
