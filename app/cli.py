@@ -100,7 +100,9 @@ def _parse_size(text: str | None) -> tuple[int, int] | None:
 
 @cli.command()
 def run(
-    sources: Annotated[list[Path], typer.Argument(help="Video files; all run at once.")],
+    sources: Annotated[list[str], typer.Argument(
+        metavar="SOURCES...", help="Video files and camera URLs (rtsp://[user:pass@]host[:port]"
+        "/path); all run at once, batched together.")],
     model: ModelOpt = None, format: FormatOpt = None, classes: ClassesOpt = None,
     input_size: InputSizeOpt = None, device: DeviceOpt = "cpu", out: OutOpt = Path("out"),
     batch_size: BatchOpt = 4, batch_timeout_ms: TimeoutOpt = 10.0,
@@ -108,16 +110,23 @@ def run(
         "--annotate", help="Also write annotated.mp4 (boxes drawn), one per stream.")] = False,
     metrics_port: Annotated[int | None, typer.Option(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
+    live: Annotated[bool, typer.Option(
+        "--live", help="Play files as cameras: paced at their frame rate, newest frame first "
+        "(a detector slower than the clip drops frames, counted), to test a camera setup.")]
+    = False,
     infer_threads: InferThreadsOpt = None,
     decode_threads: DecodeThreadsOpt = None,
     decode: DecodeOpt = "auto", preprocess: PreprocessOpt = "auto", runtime: RuntimeOpt = "auto",
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
 ) -> None:
-    """Detect objects in every frame of one or more videos and report where the time went.
+    """Detect objects in every frame of one or more videos or cameras and report where the
+    time went.
 
     Writes OUT/detections.jsonl (one line per frame: stream, frame, pts, detections) and
-    OUT/summary.json; exits 2 with one line on bad input (missing file, not a video, wrong model).
+    OUT/summary.json; exits 2 with one line on bad input (missing file, not a video, a camera
+    that cannot be reached, wrong model). Cameras run until Ctrl-C, which finishes the frames
+    already read and writes the outputs; a camera lost mid-run reconnects.
     """
     _configure_logging(log_level)
     try:
@@ -132,7 +141,7 @@ def run(
         with RunProgress(console) as progress:
             metrics, _, outputs = run_files(sources, model_path, spec, out, options,
                                             annotate=annotate, metrics_port=metrics_port,
-                                            on_progress=progress.update)
+                                            live=live, on_progress=progress.update)
     except VidpipeError as e:
         _fail(str(e))
     print_report(console, json.loads(outputs.summary.read_text()))

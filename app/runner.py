@@ -1,8 +1,10 @@
-"""Running a pipeline over files from the command line: outputs, progress, Prometheus, signals.
+"""Running a pipeline over files and cameras from the command line: outputs, progress,
+Prometheus, signals.
 
 ``run_files`` is what ``vidpipe run`` and ``vidpipe demo`` call. It opens everything before the
-first frame (so bad input fails fast, exit 2), writes outputs atomically (a failed run leaves
-none behind), and returns the run's summary.
+first frame (a file, a camera's first connection, the model: bad input fails fast, exit 2),
+writes outputs atomically (a failed run leaves none behind), and returns the run's summary. A
+camera (``rtsp://``) runs with the live rules and reconnects until Ctrl-C, which drains.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from pipelines.sinks.jsonl import JsonlSink
 from pipelines.sinks.stage import Sink
 from pipelines.sinks.video import AnnotatedVideoSink
 from pipelines.sources.file import FileSource
+from pipelines.sources.paced import PacedFileSource
+from pipelines.sources.rtsp import RtspSource
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +46,28 @@ class RunOutputs:
     annotated: list[Path]
 
 
-def stream_ids(paths: Sequence[Path]) -> list[str]:
-    """One id per source from its file name, made unique (clip, clip-2, ...)."""
+Location = str | Path  # a video file, or a camera's rtsp:// URL
+
+
+def is_url(location: Location) -> bool:
+    return "://" in str(location)
+
+
+def _base_id(location: Location) -> str:
+    """A file's stem; a camera URL's last path segment, else its host (never its password)."""
+    if not is_url(location):
+        return Path(location).stem
+    rest = str(location).split("://", 1)[1].split("?", 1)[0].split("#", 1)[0]
+    host, _, path = rest.rpartition("@")[2].partition("/")
+    name = path.rstrip("/").rpartition("/")[2] or host.partition(":")[0]
+    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in name)
+
+
+def stream_ids(locations: Sequence[Location]) -> list[str]:
+    """One id per source from its file name or camera path, made unique (clip, clip-2, ...)."""
     ids: list[str] = []
-    for path in paths:
-        base = path.stem or "stream"
+    for location in locations:
+        base = _base_id(location) or "stream"
         candidate, n = base, 1
         while candidate in ids:
             n += 1
@@ -55,21 +76,41 @@ def stream_ids(paths: Sequence[Path]) -> list[str]:
     return ids
 
 
-def open_sources(paths: Sequence[Path], ids: Sequence[str], stack: ExitStack,
-                 ) -> dict[str, FileSource]:
-    """Each file opened once, for the whole run (closed by ``stack``, if the pipeline has not
-    closed it already); raises SourceError for a bad file."""
-    sources = {}
-    for path, sid in zip(paths, ids, strict=True):
-        source = stack.enter_context(FileSource(path, sid))
-        log.info("%s", source.describe())
-        sources[sid] = source
+def open_sources(locations: Sequence[Location], ids: Sequence[str], stack: ExitStack,
+                 metrics: PipelineMetrics, *, live: bool = False) -> dict[str, Any]:
+    """Each source opened once, for the whole run (closed by ``stack``, if the pipeline has
+    not closed it already): a file (played as a camera with ``live``), or a camera, connected
+    once now. SourceError for a bad file or a camera that cannot be reached."""
+    sources: dict[str, Any] = {}
+    for location, sid in zip(locations, ids, strict=True):
+        if is_url(location):
+            on_state, on_reconnect = _camera_callbacks(metrics, sid)
+            camera = stack.enter_context(RtspSource(str(location), sid, on_state=on_state,
+                                                    on_reconnect=on_reconnect))
+            camera.connect()
+            sources[sid] = camera
+        else:
+            kind = PacedFileSource if live else FileSource
+            sources[sid] = stack.enter_context(kind(Path(location), sid))
+        log.info("%s", sources[sid].describe())
     return sources
 
 
-def run_files(paths: Sequence[Path], model_path: Path, spec: ModelSpec, out: Path,
+def _camera_callbacks(metrics: PipelineMetrics, sid: str,
+                      ) -> tuple[Callable[[str], None], Callable[[], None]]:
+    """What a camera reports, into ``vidpipe_stream_up`` and the reconnect counter."""
+    def on_state(state: str) -> None:
+        metrics.set_stream_up(sid, state == "up")
+
+    def on_reconnect() -> None:
+        metrics.count_reconnect(sid)
+
+    return on_state, on_reconnect
+
+
+def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out: Path,
               options: PipelineOptions, *, annotate: bool = False,
-              metrics_port: int | None = None,
+              metrics_port: int | None = None, live: bool = False,
               on_progress: Callable[[int, int | None], None] | None = None,
               ) -> tuple[PipelineMetrics, Pipeline, RunOutputs]:
     ids = stream_ids(paths)
@@ -87,7 +128,7 @@ def run_files(paths: Sequence[Path], model_path: Path, spec: ModelSpec, out: Pat
     committed = False
     with ExitStack() as stack:
         try:
-            sources = open_sources(paths, ids, stack)
+            sources = open_sources(paths, ids, stack, metrics, live=live)
             info = {sid: (s.fps, s.frame_count) for sid, s in sources.items()}
             if metrics_port is not None:
                 stack.callback(_serve_metrics(registry, metrics_port).shutdown)

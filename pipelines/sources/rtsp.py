@@ -145,9 +145,24 @@ class RtspSource:
             if self.state != "failed":
                 self._set_state("stopped")
 
+    def connect(self) -> None:
+        """Make the first connection now, on the caller's thread, so that a camera that cannot
+        be reached is one clear error before anything runs: SourceError naming the URL (its
+        password hidden) and why. Losses after that reconnect as usual."""
+        reason = self._open()
+        if reason is not None:
+            raise SourceError(f"{self.url}: cannot connect ({reason})")
+
+    @property
+    def fps(self) -> float:
+        """The frame rate the camera declares (30 where it declares none)."""
+        rate = None if self._video is None else (self._video.average_rate
+                                                   or self._video.guessed_rate)
+        return float(rate) if rate else 30.0
+
     def _connection(self) -> Generator[av.Packet, None, int]:
         """One connection's video packets; returns how many it delivered (0: it failed)."""
-        if not self._open():
+        if self._container is None and self._open() is not None:
             return 0
         delivered = 0
         video_index = self._video.index
@@ -171,23 +186,24 @@ class RtspSource:
         finally:
             self._release()
 
-    def _open(self) -> bool:
-        """Connect; on success the source is ``up`` in a new epoch."""
+    def _open(self) -> str | None:
+        """Connect; on success (None) the source is ``up`` in a new epoch, else why not."""
         options = {"rtsp_transport": self.transport,
                    "analyzeduration": str(int(self.probe_s * 1_000_000))}
         with self._io:
             if self._closing.is_set():
-                return False
+                return "closed"
             try:
                 container = av.open(self._url, options=options, timeout=self.timeouts)
             except (av.FFmpegError, OSError) as e:
                 log.info("%s: cannot connect: %s", self.url, _reason(e))
-                return False
+                return _reason(e)
             if self._closing.is_set() or not container.streams.video:
                 container.close()
-                if not self._closing.is_set():
-                    log.warning("%s: the stream has no video track", self.url)
-                return False
+                if self._closing.is_set():
+                    return "closed"
+                log.warning("%s: the stream has no video track", self.url)
+                return "the stream has no video track"
             self._container, self._video = container, container.streams.video[0]
             self._demuxer = container.demux()  # every track: stall means no *video*
         self.epoch += 1
@@ -198,7 +214,7 @@ class RtspSource:
                 self._on_reconnect()
         self._ever_up = True
         self._set_state("up")
-        return True
+        return None
 
     def _read(self) -> av.Packet | None:
         """The next packet of any track; None once closing. A demuxer that ends (FFmpeg yields

@@ -59,9 +59,11 @@ def validate_rtsp_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as e:  # a bad port or a broken IPv6 literal
-        raise ConfigError(f"stream URL {shown!r} is malformed ({redact_text(str(e))}); "
-                          f"{expected}") from None
+    except ValueError:  # a bad port or a broken IPv6 literal
+        # urllib's words quote the text it took for a port, which may be part of a password
+        raise ConfigError(f"stream URL {shown!r} is malformed (a port that is not a number, "
+                          f"a broken IPv6 address, or a password with # ? / not percent-"
+                          f"encoded); {expected}") from None
     # Without "://" urlsplit takes "user:" for a scheme: show no part of such a string.
     scheme = parts.scheme.lower() if "://" in url else ""
     if scheme not in RTSP_SCHEMES:

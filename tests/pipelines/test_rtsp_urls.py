@@ -45,6 +45,8 @@ def test_validate_accepts_rtsp_urls_with_a_host(url):
     ("/dev/video0", "no scheme"),
     (f"rtsp://admin:{SECRET}@/x", "no host"),
     (f"rtsp://admin:{SECRET}@cam:99999/x", "malformed"),
+    (f"rtsp://admin:{SECRET[:4]}#{SECRET[4:]}@cam/x", "not percent-encoded"),  # urllib quoted
+    # the part before the # as the "port" it could not read
     (f"rtsp://admin:{SECRET}@cam:0/x", "port 0"),
     (f"rtsp://admin:{SECRET}@cam/x y", "whitespace"),
     (8554, "must be a string"),
@@ -53,7 +55,7 @@ def test_validate_rejects_what_is_not_an_rtsp_url_and_never_shows_the_password(u
     with pytest.raises(ConfigError, match=complaint) as info:
         validate_rtsp_url(url)
     assert "expected rtsp://" in str(info.value)
-    assert SECRET not in str(info.value)
+    assert SECRET[:4] not in str(info.value) and SECRET[4:] not in str(info.value)
 
 
 # -- the reconnection schedule --------------------------------------------------------------
