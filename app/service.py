@@ -1,8 +1,11 @@
-"""The service: owns one pipeline per stream and their lifetimes.
+"""The service: streams that share one detector per (model, device), and their lifetimes.
 
-Streams are added and removed while others run; each has its own pipeline (and so its own
-failure domain: a stream whose source dies, or whose model fails, is marked ``failed`` and the
-others go on). All pipelines share one metrics registry, which ``/metrics`` serves.
+Streams are added and removed while others run. Every stream that uses a model on a device
+feeds the same ``SharedDetector``: the model is loaded once, and the frames of all its streams
+are batched together, each stream with its own queue and drop policy. Each stream's feed (its
+source, decoder and preprocessor) is its own failure domain: a stream whose source dies is
+marked ``failed`` and the others go on. A detector is unloaded when its last stream goes. All
+share one metrics registry, which ``/metrics`` serves.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from typing import Any
 from app.config import ServiceConfig, StreamConfig
 from app.streams import SourceRejected, StreamRuntime, resolve_source
 from models.zoo import resolve_model
-from pipelines.build import build_pipeline
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
+from pipelines.shared import SharedDetector
 from pipelines.sinks.feed import LatestFrameSink
 from pipelines.sources.paced import PacedFileSource
 from pipelines.sources.url import redact, redact_text
@@ -43,6 +46,9 @@ class Service:
         self._subscribers: set[asyncio.Queue[dict[str, Any]]] = set()
         self._ids = itertools.count(1)
         self.ready = False
+        self.detectors: dict[tuple[str, str], SharedDetector] = {}  # (model file, device)
+        self._detector_tasks: dict[SharedDetector, asyncio.Task[None]] = {}
+        self._detectors_lock = asyncio.Lock()
 
     async def start(self) -> None:
         """Start the streams the config declares; one that fails to start is logged, not fatal."""
@@ -66,13 +72,17 @@ class Service:
         rt = StreamRuntime(stream_id, redact(cfg.url), kind, model, policy,
                            LatestFrameSink(spec, interval_s=self.config.snapshot_interval_s))
         self.streams[stream_id] = rt
+        detector: SharedDetector | None = None
         try:
-            rt.pipeline = await asyncio.to_thread(
-                build_pipeline, [target], [stream_id], model_path, spec, [rt.feed],
-                self.metrics, self._options(stream_id, policy),
-                open_source=self._opener(rt))
+            async with self._detectors_lock:
+                detector = await self._detector(model, model_path, spec)
+                source = await asyncio.to_thread(self._opener(rt), target, stream_id)
+                rt.detector = detector
+                rt.pipeline = detector.attach(source, [rt.feed], policy)
         except Exception:
             del self.streams[stream_id]
+            if detector is not None:
+                await self._unload_if_idle(detector)
             raise
         rt.task = asyncio.create_task(self._run(rt), name=f"stream-{stream_id}")
         self._emit({"type": "stream", "stream": rt.public()})
@@ -84,9 +94,47 @@ class Service:
             pass
         return candidate
 
-    def _options(self, stream_id: str, policy: str) -> PipelineOptions:
-        return PipelineOptions.from_settings(self.config, capacity=2, policy=policy,
-                                             name=stream_id)
+    async def _detector(self, model: str, model_path: Any, spec: Any) -> SharedDetector:
+        """The detector of ``model`` on the service's device, loaded on first use."""
+        key = (str(model_path), self.config.device)
+        detector = self.detectors.get(key)
+        if detector is None:
+            options = PipelineOptions.from_settings(self.config, capacity=2)
+            detector = await asyncio.to_thread(SharedDetector.open, f"{model}@{key[1]}",
+                                               model_path, spec, self.metrics, options)
+            self.detectors[key] = detector
+            self._detector_tasks[detector] = asyncio.create_task(
+                self._run_detector(detector), name=f"detector-{detector.name}")
+        return detector
+
+    async def _run_detector(self, detector: SharedDetector) -> None:
+        try:
+            await detector.run()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # its streams fail; the service and the others go on
+            error = redact_text(str(e))
+            log.error("detector %s failed: %s", detector.name, error)
+            for rt in list(self.streams.values()):
+                if rt.detector is detector and rt.pipeline is not None:
+                    rt.error = f"detector {detector.name} failed: {error}"
+                    await rt.pipeline.stop(drain=False)
+
+    async def _unload_if_idle(self, detector: SharedDetector) -> None:
+        """Unload ``detector`` once no stream uses it."""
+        async with self._detectors_lock:
+            if detector.streams or detector not in self._detector_tasks:
+                return
+            self.detectors = {k: d for k, d in self.detectors.items() if d is not detector}
+            task = self._detector_tasks.pop(detector)
+            detector.close()
+            try:
+                await asyncio.wait_for(task, 5.0)
+            except (TimeoutError, Exception):
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            await asyncio.to_thread(detector.release)
+            log.info("detector %s: no stream uses it; unloaded", detector.name)
 
     def _opener(self, rt: StreamRuntime) -> Callable[[Any, str], Any]:
         # A source reports from its decode thread; the service's state lives on the loop.
@@ -120,20 +168,22 @@ class Service:
         self._emit({"type": "stream", "stream": rt.public()})
 
     async def _run(self, rt: StreamRuntime) -> None:
-        assert rt.pipeline is not None
+        assert rt.pipeline is not None and rt.detector is not None
         if rt.kind == "file":
             self._set_state(rt, "up")
         try:
             await rt.pipeline.run()
-            self._set_state(rt, "stopped")
+            self._set_state(rt, "failed" if rt.error else "stopped")
         except asyncio.CancelledError:
-            self._set_state(rt, "stopped")
+            self._set_state(rt, "failed" if rt.error else "stopped")
             raise
         except BaseException as e:  # a failed stream must not take the service down
             rt.error = redact_text(str(e.exceptions[0] if isinstance(e, BaseExceptionGroup)
                                        else e))
             log.error("stream %s failed: %s", rt.id, rt.error)
             self._set_state(rt, "failed")
+        finally:  # what the feed put in is finished (or counted) before the stream goes
+            await asyncio.shield(rt.detector.detach(rt.id))
 
     async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> None:
         rt = self.streams.pop(stream_id)
@@ -152,9 +202,9 @@ class Service:
                 assert rt.pipeline is not None
                 await rt.pipeline.stop(drain=False)
                 await asyncio.gather(rt.task, return_exceptions=True)
-        if rt.pipeline is not None:
-            rt.pipeline.forget_metrics()
         self.metrics.forget_stream(rt.id)
+        if rt.detector is not None:
+            await self._unload_if_idle(rt.detector)
 
     async def aclose(self, timeout_s: float = 8.0) -> None:
         """Drain every stream at once, within ``timeout_s`` in all."""
@@ -164,6 +214,8 @@ class Service:
         start = time.monotonic()
         await asyncio.gather(*(self._stop(rt, timeout_s) for rt in streams),
                              return_exceptions=True)
+        for detector in list(self._detector_tasks):
+            await self._unload_if_idle(detector)
         log.info("drained %d stream(s) in %.2f s", len(streams), time.monotonic() - start)
 
     async def __aenter__(self) -> Service:

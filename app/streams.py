@@ -65,6 +65,7 @@ class StreamRuntime:
     pipeline: Pipeline | None = None
     task: asyncio.Task[None] | None = None
     source: Any = None
+    detector: Any = None  # the SharedDetector its feed (``pipeline``) puts into
 
     def public(self) -> dict[str, Any]:
         """What the API shows: never the credentials, never internals."""

@@ -14,13 +14,63 @@ import asyncio
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from pipelines.errors import ChannelClosed
 
 T = TypeVar("T")
+T_in = TypeVar("T_in", contravariant=True)
 DropPolicy = Literal["block", "drop_oldest"]
 DROP_POLICIES: tuple[str, ...] = ("block", "drop_oldest")
+
+
+class Input(Protocol[T]):
+    """What a stage takes from: a Channel, or a shared detector's FairChannel."""
+
+    async def get_batch(self, max_items: int, timeout_s: float) -> list[tuple[T, float]]: ...
+
+    def drop(self, item: T, cause: str) -> None: ...
+
+
+class Output(Protocol[T_in]):
+    """What a stage puts into: a Channel, or one stream's inlet of a FairChannel."""
+
+    async def put(self, item: T_in) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Waiters:
+    """Tasks waiting for a queue to change. Every waiter re-checks its own condition after a
+    wake-up; one event per waiter keeps wake-ups synchronous (``notify`` needs no running
+    task) and cancellation lossless."""
+
+    def __init__(self) -> None:
+        self._events: set[asyncio.Event] = set()
+
+    async def wait(self) -> None:
+        event = asyncio.Event()
+        self._events.add(event)
+        try:
+            await event.wait()
+        finally:
+            self._events.discard(event)
+
+    async def wait_until(self, deadline: float) -> bool:
+        """Wait for a change until the monotonic ``deadline``; False when it passed first."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            async with asyncio.timeout(remaining):
+                await self.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def notify(self) -> None:
+        for event in self._events:
+            event.set()
 
 
 class Channel(Generic[T]):
@@ -47,7 +97,7 @@ class Channel(Generic[T]):
         self._on_drop = on_drop
         self._items: deque[tuple[T, float]] = deque()
         self._open_producers = producers
-        self._waiters: set[asyncio.Event] = set()
+        self._waiters = Waiters()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -94,13 +144,7 @@ class Channel(Generic[T]):
             if self._items:
                 batch.append(self._pop())
                 continue
-            remaining = deadline - time.monotonic()
-            if self.closed or remaining <= 0:
-                break
-            try:
-                async with asyncio.timeout(remaining):
-                    await self._wait()
-            except TimeoutError:
+            if self.closed or not await self._waiters.wait_until(deadline):
                 break
         return batch
 
@@ -133,15 +177,7 @@ class Channel(Generic[T]):
         return item, time.monotonic() - put_at
 
     async def _wait(self) -> None:
-        # Every waiter re-checks its own condition after a wake-up; one event per waiter keeps
-        # wake-ups synchronous (close() needs no running task) and cancellation lossless.
-        event = asyncio.Event()
-        self._waiters.add(event)
-        try:
-            await event.wait()
-        finally:
-            self._waiters.discard(event)
+        await self._waiters.wait()
 
     def _notify(self) -> None:
-        for event in self._waiters:
-            event.set()
+        self._waiters.notify()

@@ -107,6 +107,9 @@ class PipelineMetrics:
                          registry=r)
         self._reconnects = PromCounter("vidpipe_stream_reconnects_total", "Reconnections of a "
                                        "stream's source", ["stream"], registry=r)
+        self._loads = PromCounter("vidpipe_model_loads_total", "Models loaded by the service's "
+                                  "shared detectors", ["model", "device"], registry=r)
+        self.model_loads: Counter[tuple[str, str]] = Counter()
         self.stage_work: dict[str, Samples] = defaultdict(self._samples)
         self.stage_waits: dict[str, Samples] = defaultdict(self._samples)
         self.stage_instances: Counter[str] = Counter()
@@ -169,6 +172,11 @@ class PipelineMetrics:
 
     def count_detections(self, stream: str, class_name: str, count: int) -> None:
         self._detections_by(stream, class_name).inc(count)
+
+    def count_model_load(self, model: str, device: str) -> None:
+        self._loads.labels(model, device).inc()
+        with self._lock:
+            self.model_loads[(model, device)] += 1
 
     def set_stream_up(self, stream: str, up: bool) -> None:
         self._up.labels(stream).set(1.0 if up else 0.0)

@@ -24,7 +24,8 @@ class Pipeline:
     """Stages linked by channels, serving the named streams."""
 
     def __init__(self, stages: Sequence[Stage[Any, Any]], channels: Sequence[Channel[Any]],
-                 metrics: PipelineMetrics, streams: Sequence[str]) -> None:
+                 metrics: PipelineMetrics, streams: Sequence[str], *,
+                 account_stopped: bool = True) -> None:
         self.stages = list(stages)
         self.channels = list(channels)
         self.metrics = metrics
@@ -34,6 +35,9 @@ class Pipeline:
         self.started_at: float | None = None
         self.wall_s: float | None = None
         self.threads: Any = None  # the ThreadPlan it was built with, where one was chosen
+        # False for a stream's feed into a shared detector: its frames may still be in the
+        # detector when the feed ends, and the detector does the books (SharedDetector.detach)
+        self.account_stopped = account_stopped
 
     async def run(self) -> None:
         """Run until every stage has finished, or one fails (its error propagates)."""
@@ -51,7 +55,7 @@ class Pipeline:
             self.wall_s = time.monotonic() - self.started_at
             for channel in self.channels:
                 channel.abort()
-            if not completed:
+            if not completed and self.account_stopped:
                 self._account_stopped()
             await asyncio.shield(asyncio.to_thread(self.close))
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from pipelines.channel import Channel
+from pipelines.channel import Input, Output
 from pipelines.frame import Batch
 from pipelines.infer.runtime import Runtime
 from pipelines.metrics import PipelineMetrics
@@ -29,7 +29,7 @@ from pipelines.stage import Stage
 
 
 class InferStage(Stage[Batch, Batch]):
-    def __init__(self, runtime: Runtime, input: Channel[Batch], output: Channel[Batch],
+    def __init__(self, runtime: Runtime, input: Input[Batch], output: Output[Batch],
                  metrics: PipelineMetrics, *, batch_size: int = 4,
                  batch_timeout_ms: float = 10.0, max_age_s: float | None = None,
                  workers: int = 1, queued: int = 0) -> None:

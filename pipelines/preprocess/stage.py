@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pipelines.channel import Channel
+from pipelines.channel import Channel, Output
 from pipelines.frame import Batch, Frame
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage
@@ -30,9 +30,10 @@ class PreprocessStage(Stage[Frame, Batch]):
     hand-over costs the event loop a future, a wake-up and a callback."""
 
     def __init__(self, stream_id: str, preprocessor: Preprocessor, input: Channel[Frame],
-                 output: Channel[Batch], metrics: PipelineMetrics) -> None:
+                 output: Output[Batch], metrics: PipelineMetrics, *, nice: int = 0) -> None:
         super().__init__("preprocess", metrics, input=input, output=output,
-                         worker_name=f"preprocess-{stream_id}", take_at_once=TAKE_AT_ONCE)
+                         worker_name=f"preprocess-{stream_id}", take_at_once=TAKE_AT_ONCE,
+                         nice=nice)
         self.preprocessor = preprocessor
 
     def process(self, items: list[Frame]) -> list[Batch]:

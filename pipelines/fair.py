@@ -1,0 +1,198 @@
+"""FairChannel: the channel in front of a shared detector, one bounded queue per stream.
+
+Streams attach and detach while the detector runs. Each has its own queue and drop policy, so
+a live stream keeps its own newest frames (``drop_oldest`` evicts only that stream's oldest,
+counted against it) and a blocked stream waits only for its own room. ``get_batch`` takes
+round the streams in turn, one item from each non-empty queue, starting after the stream it
+served last: with every stream saturated each gets an equal share of every batch, and a fast
+stream cannot crowd out a slow one. Round-robin, not oldest-first: with ages, a stream whose
+frames arrive late (a camera behind a slow link) would always lose to the others.
+
+It also keeps, per stream, how many items were taken and how many of those are settled
+(handed out as a result, or dropped after the take), so a detaching stream can wait until
+nothing of it is left in flight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from pipelines.channel import DropPolicy, Waiters
+from pipelines.errors import ChannelClosed
+
+T = TypeVar("T")
+
+
+class FairChannel(Generic[T]):
+    """Per-stream queues of ``capacity`` items; ``key(item)`` names an item's stream, and
+    ``on_drop(item, cause)`` hears of every item it drops. Closed (``close()``) when the
+    detector ends: then ``get_batch`` raises ChannelClosed once every queue is empty."""
+
+    def __init__(self, name: str, capacity: int, key: Callable[[T], str], *,
+                 on_drop: Callable[[T, str], None] | None = None) -> None:
+        if capacity < 1:
+            raise ValueError(f"channel {name!r}: capacity must be >= 1, got {capacity}")
+        self.name = name
+        self.capacity = capacity
+        self._key = key
+        self.drops: Counter[str] = Counter()
+        self._on_drop = on_drop
+        self._queues: dict[str, deque[tuple[T, float]]] = {}
+        self._policies: dict[str, DropPolicy] = {}
+        self._open: set[str] = set()  # streams whose producer has not closed its inlet
+        self._order: list[str] = []  # round-robin order of the attached streams
+        self._turn = 0
+        self.taken: Counter[str] = Counter()
+        self.settled: Counter[str] = Counter()
+        self._closed = False
+        self._waiters = Waiters()
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def streams(self) -> list[str]:
+        return list(self._order)
+
+    def attach(self, stream: str, policy: DropPolicy) -> StreamInlet[T]:
+        """A queue for ``stream``; its producer puts into (and closes) the inlet returned."""
+        if self._closed:
+            raise ChannelClosed(f"channel {self.name!r} is closed")
+        if stream in self._queues:
+            raise ValueError(f"stream {stream!r} is attached to {self.name!r} already")
+        self._queues[stream] = deque()
+        self._policies[stream] = policy
+        self._open.add(stream)
+        self._order.append(stream)
+        return StreamInlet(self, stream)
+
+    def in_flight(self, stream: str) -> int:
+        """Items of ``stream`` queued, or taken and not yet settled."""
+        return len(self._queues.get(stream, ())) + self.taken[stream] - self.settled[stream]
+
+    def detach(self, stream: str) -> None:
+        """Forget ``stream`` (its producer is done and nothing of it is in flight); whatever it
+        still had queued is dropped as ``dropped_stopped``."""
+        queue = self._queues.pop(stream, deque())
+        for item, _ in queue:
+            self._drop(item, "dropped_stopped")
+        self._policies.pop(stream, None)
+        self._open.discard(stream)
+        if stream in self._order:
+            index = self._order.index(stream)
+            self._order.remove(stream)
+            if index < self._turn:
+                self._turn -= 1
+        for counts in (self.taken, self.settled):
+            counts.pop(stream, None)
+        self._notify()
+
+    async def put(self, stream: str, item: T) -> None:
+        queue = self._queues.get(stream)
+        if queue is None or stream not in self._open:
+            raise ChannelClosed(f"put for stream {stream!r}, which is not attached to "
+                                f"{self.name!r}")
+        if self._policies[stream] == "block":
+            while len(queue) >= self.capacity and stream in self._open:
+                await self._wait()
+        if len(queue) >= self.capacity:
+            evicted, _ = queue.popleft()
+            self._drop(evicted, "dropped_full")
+        queue.append((item, time.monotonic()))
+        self._notify()
+
+    def close_stream(self, stream: str) -> None:
+        """``stream``'s producer is done: no more puts; what it queued is still taken."""
+        self._open.discard(stream)
+        self._notify()
+
+    async def get_batch(self, max_items: int, timeout_s: float) -> list[tuple[T, float]]:
+        """Up to ``max_items`` items, round the streams: wait for the first, then at most
+        ``timeout_s`` for the rest. ChannelClosed once closed and empty."""
+        if max_items < 1:
+            raise ValueError(f"max_items must be >= 1, got {max_items}")
+        while not len(self):
+            if self._closed:
+                raise ChannelClosed(f"channel {self.name!r} is closed and drained")
+            await self._wait()
+        batch = self._take(max_items)
+        deadline = time.monotonic() + timeout_s
+        while len(batch) < max_items and not self._closed:
+            if not await self._waiters.wait_until(deadline):
+                break
+            batch.extend(self._take(max_items - len(batch)))
+        return batch
+
+    def drop(self, item: T, cause: str) -> None:
+        """An item taken from here was dropped (stale at inference): settled, and counted."""
+        self.settle(self._key(item))
+        self._drop(item, cause)
+
+    def settle(self, stream: str, count: int = 1) -> None:
+        """``count`` taken items of ``stream`` became results."""
+        if stream in self._queues:
+            self.settled[stream] += count
+
+    def close(self) -> None:
+        """No more streams: the consumer ends once the queues are empty."""
+        self._closed = True
+        self._open.clear()
+        self._notify()
+
+    def abort(self) -> list[T]:
+        """Close at once and hand back what was still queued."""
+        self._closed = True
+        self._open.clear()
+        leftovers = [item for queue in self._queues.values() for item, _ in queue]
+        for queue in self._queues.values():
+            queue.clear()
+        self._notify()
+        return leftovers
+
+    def _take(self, most: int) -> list[tuple[T, float]]:
+        """Up to ``most`` items, one per non-empty stream in turn."""
+        taken: list[tuple[T, float]] = []
+        while len(taken) < most and self._order and len(self):
+            stream = self._order[self._turn % len(self._order)]
+            self._turn = (self._turn + 1) % len(self._order)
+            queue = self._queues[stream]
+            if queue:
+                item, put_at = queue.popleft()
+                self.taken[stream] += 1
+                taken.append((item, time.monotonic() - put_at))
+        if taken:
+            self._notify()  # room in the queues a blocked producer waits on
+        return taken
+
+    def _drop(self, item: T, cause: str) -> None:
+        self.drops[cause] += 1
+        if self._on_drop is not None:
+            self._on_drop(item, cause)
+
+    async def _wait(self) -> None:
+        await self._waiters.wait()
+
+    def _notify(self) -> None:
+        self._waiters.notify()
+
+
+class StreamInlet(Generic[T]):
+    """One stream's end of a FairChannel: what its preprocess stage puts into and closes."""
+
+    def __init__(self, channel: FairChannel[T], stream: str) -> None:
+        self.channel = channel
+        self.stream = stream
+
+    async def put(self, item: T) -> None:
+        await self.channel.put(self.stream, item)
+
+    def close(self) -> None:
+        self.channel.close_stream(self.stream)
+

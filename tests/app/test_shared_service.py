@@ -1,0 +1,78 @@
+"""The service's streams share one detector per (model, device): loaded once, batched
+together, attached and detached at runtime, each stream's books balanced."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import generate_latest
+
+from app.config import ServiceConfig, StreamConfig
+from app.service import Service
+from pipelines.metrics import PipelineMetrics
+
+
+def _service(media, **keys) -> Service:
+    config = ServiceConfig(media_roots=[media], model="shapes-yolo", **keys)
+    return Service(config, PipelineMetrics())
+
+
+async def _until(condition, timeout_s: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+def test_eight_streams_load_the_model_once_and_share_its_batches(small_clip, tmp_path):
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "cam.mp4").write_bytes(small_clip.read_bytes())
+    service = _service(media, batch_size=8)
+    metrics = service.metrics
+    ids = [f"cam{k}" for k in range(8)]
+
+    async def main() -> None:
+        async with service:
+            for sid in ids:
+                await service.add_stream(StreamConfig(url=str(media / "cam.mp4"), id=sid))
+            await _until(lambda: all(metrics.outcomes[s]["processed"] >= 10 for s in ids))
+            assert len(service.detectors) == 1
+            (detector,) = service.detectors.values()
+            assert sorted(detector.streams) == ids
+            await service.remove_stream("cam3")  # the others go on
+            before = {s: metrics.outcomes[s]["processed"] for s in ids if s != "cam3"}
+            await _until(lambda: all(metrics.outcomes[s]["processed"] > before[s] + 5
+                                     for s in before))
+            assert "cam3" not in detector.streams
+        assert service.detectors == {}  # unloaded with its last stream
+
+    asyncio.run(main())
+    assert metrics.model_loads == {("shapes-yolo", "cpu"): 1}
+    assert 'vidpipe_model_loads_total{device="cpu",model="shapes-yolo"} 1.0' in \
+        generate_latest(metrics.registry).decode()
+    assert max(metrics.batch_sizes) > 1  # frames of several streams in one inference call
+    for sid in ids:
+        assert metrics.received[sid] == sum(metrics.outcomes[sid].values()), sid
+
+
+def test_a_stream_with_a_bad_source_fails_alone(small_clip, tmp_path):
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "cam.mp4").write_bytes(small_clip.read_bytes())
+    (media / "broken.mp4").write_bytes(small_clip.read_bytes()[:2000])  # a cut-off file
+    service = _service(media)
+
+    async def main() -> None:
+        async with service:
+            good = await service.add_stream(StreamConfig(url=str(media / "cam.mp4"), id="ok"))
+            try:
+                await service.add_stream(StreamConfig(url=str(media / "broken.mp4"),
+                                                      id="bad"))
+            except Exception:  # refused at once: fine, the other stream must not notice
+                pass
+            await _until(lambda: service.metrics.outcomes["ok"]["processed"] >= 20)
+            assert good.state == "up"
+
+    asyncio.run(main())

@@ -1,0 +1,144 @@
+"""The shared detector: one FairChannel and one set of inference stages behind every stream."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from pipelines.backends import host_backends
+from pipelines.fair import FairChannel
+from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
+from pipelines.shared import SharedDetector
+from tests.support.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
+
+
+def _fair(capacity: int = 8) -> tuple[FairChannel[tuple[str, int]], list]:
+    dropped: list = []
+    fair: FairChannel[tuple[str, int]] = FairChannel(
+        "prepared", capacity, lambda item: item[0],
+        on_drop=lambda item, cause: dropped.append((item, cause)))
+    return fair, dropped
+
+
+def test_a_batch_takes_round_the_streams_in_turn():
+    fair, _ = _fair()
+
+    async def main() -> list[list[tuple[str, int]]]:
+        inlets = {s: fair.attach(s, "block") for s in "abc"}
+        for stream, count in (("a", 6), ("b", 1), ("c", 3)):
+            for i in range(count):
+                await inlets[stream].put((stream, i))
+        batches = []
+        while len(fair):
+            batches.append([item for item, _ in await fair.get_batch(4, 0.0)])
+        return batches
+
+    batches = asyncio.run(main())
+    assert [[s for s, _ in b] for b in batches] == [["a", "b", "c", "a"], ["c", "a", "c", "a"],
+                                                     ["a", "a"]]
+    assert all([i for s, i in sum(batches, []) if s == x] == sorted(
+        i for s, i in sum(batches, []) if s == x) for x in "abc")  # each stream in order
+
+
+def test_saturated_streams_get_equal_shares():
+    fair, _ = _fair(capacity=64)
+
+    async def main() -> Counter[str]:
+        inlets = [fair.attach(f"s{k}", "block") for k in range(8)]
+        for inlet in inlets:
+            for i in range(60):
+                await inlet.put((inlet.stream, i))
+        served: Counter[str] = Counter()
+        for _ in range(30):  # 30 batches of 4: 120 of the 480 queued
+            served.update(s for (s, _), _ in await fair.get_batch(4, 0.0))
+        return served
+
+    served = asyncio.run(main())
+    assert set(served.values()) == {15}, served
+
+
+def test_a_live_stream_drops_only_its_own_oldest_and_a_blocked_one_waits_alone():
+    fair, dropped = _fair(capacity=2)
+
+    async def main() -> bool:
+        live, blocked = fair.attach("live", "drop_oldest"), fair.attach("file", "block")
+        for i in range(4):
+            await live.put(("live", i))
+        await blocked.put(("file", 0))
+        await blocked.put(("file", 1))
+        waiting = asyncio.create_task(blocked.put(("file", 2)))
+        await asyncio.sleep(0.05)
+        stuck = not waiting.done()
+        await live.put(("live", 4))  # the file's full queue does not hold the camera up
+        await fair.get_batch(2, 0.0)  # one of each: room for the file again
+        await asyncio.wait_for(waiting, 1)
+        return stuck
+
+    assert asyncio.run(main())
+    assert dropped == [(("live", 0), "dropped_full"), (("live", 1), "dropped_full"),
+                       (("live", 2), "dropped_full")]
+
+
+def _run(detector: SharedDetector, scenario) -> None:
+    """``scenario()`` while the detector runs; then the detector is closed and released."""
+    async def main() -> None:
+        running = asyncio.create_task(detector.run())
+        await scenario()
+        detector.close()
+        await asyncio.wait_for(running, 5)
+
+    try:
+        asyncio.run(main())
+    finally:
+        detector.release()
+
+
+def test_streams_attach_and_detach_while_the_detector_runs_and_every_frame_is_counted():
+    metrics = PipelineMetrics()
+    backend = FakeBackend(seconds_per_frame=0.001)
+    detector = SharedDetector("fake@cpu", host_backends(lambda s: FakeDecoder(), backend,
+                                                        FAKE_SPEC),
+                              FAKE_SPEC, metrics, PipelineOptions(capacity=4), batch_size=4)
+    sinks = {s: ListSink() for s in ("a", "b", "c", "late")}
+
+    async def stream(sid: str, frames: int) -> None:
+        feed = detector.attach(FakeSource(sid, frames), [sinks[sid]], "block")
+        await feed.run()
+        await detector.detach(sid)
+
+    async def scenario() -> None:
+        first = [asyncio.create_task(stream(s, 40)) for s in "abc"]
+        await asyncio.sleep(0.02)
+        await asyncio.gather(stream("late", 25), *first)
+        assert detector.streams == []
+
+    _run(detector, scenario)
+    for sid, frames in (("a", 40), ("b", 40), ("c", 40), ("late", 25)):
+        assert [r.frame.stream_id for r in sinks[sid].results] == [sid] * frames
+        assert [r.frame.index for r in sinks[sid].results] == list(range(frames))
+        assert metrics.outcomes[sid]["processed"] == frames and metrics.unaccounted(sid) == 0
+    assert max(backend.batch_sizes) > 1  # streams were batched together
+
+
+def test_a_feed_stopped_mid_run_leaves_its_books_balanced():
+    metrics = PipelineMetrics()
+    detector = SharedDetector("fake@cpu", host_backends(lambda s: FakeDecoder(0.002),
+                                                        FakeBackend(0.002), FAKE_SPEC),
+                              FAKE_SPEC, metrics, PipelineOptions(capacity=2), batch_size=2)
+
+    async def scenario() -> None:
+        feed = detector.attach(FakeSource("cam", 10_000), [ListSink()], "drop_oldest")
+        task = asyncio.create_task(feed.run())
+        await asyncio.sleep(0.3)
+        await feed.stop(drain=False)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await detector.detach("cam")
+
+    _run(detector, scenario)
+    outcomes = metrics.outcomes["cam"]
+    assert metrics.received["cam"] == sum(outcomes.values()) > 0, dict(outcomes)
+    assert outcomes["processed"] > 0
