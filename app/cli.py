@@ -19,6 +19,7 @@ from rich.logging import RichHandler
 
 from app import __version__
 from app.bench.cli import bench as run_bench
+from app.bench.cli import bench_service
 from app.bench.cli import profile as run_profile
 from app.config import load_config
 from app.demo import ensure_demo_clip, score_run
@@ -191,6 +192,12 @@ def bench(
         "--frames", min=1, help="Frames per run (default: the whole clip).")] = None,
     live_seconds: Annotated[float, typer.Option(
         "--live", help="Also run live: a camera paced at 30 fps for this many seconds.")] = 0.0,
+    service: Annotated[str | None, typer.Option(
+        "--service", help="Instead: the service with this many file streams played as 30 fps "
+        "cameras (e.g. 1,2,4,8), each count in a fresh process: fps, latency, drops, RSS.")]
+    = None,
+    seconds: Annotated[float, typer.Option(
+        "--seconds", min=1.0, help="With --service: how long each count is measured.")] = 10.0,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
 ) -> None:
@@ -201,7 +208,10 @@ def bench(
     OUT/bench.json."""
     _configure_logging("warning")
     try:
-        run_bench(console, quick, source, model, streams, reps, frames, live_seconds, out)
+        if service is not None:
+            bench_service(console, service, source, model, seconds, out)
+        else:
+            run_bench(console, quick, source, model, streams, reps, frames, live_seconds, out)
     except VidpipeError as e:
         _fail(str(e))
 

@@ -37,7 +37,8 @@ from pipelines.stage import Stage, run_stage
 
 log = logging.getLogger(__name__)
 
-FEED_NICE = 10  # the streams' decoders yield the cores to the detector (see attach)
+FEED_NICE = 10  # the streams' decode and preprocess threads yield the cores to the detector
+CALLS_PER_PLANNED = 2  # inference calls at once per call of the thread plan (see open)
 
 
 class RoutingSink:
@@ -99,7 +100,8 @@ class SharedDetector:
         self.stages: list[Stage[Any, Any]] = [
             InferStage(self.backends.runtime, self.inputs, inferred, metrics,
                        batch_size=self.batch_size, batch_timeout_ms=options.batch_timeout_ms,
-                       max_age_s=options.max_age_s, workers=self.backends.plan.infer_workers),
+                       max_age_s=options.max_age_s,
+                       workers=CALLS_PER_PLANNED * self.backends.plan.infer_workers),
             PostprocessStage(self.backends.postprocessor, inferred, results, metrics,
                              keep_images=True),
             _SettlingSinkStage(self.router, spec, results, metrics),
@@ -111,9 +113,10 @@ class SharedDetector:
              options: PipelineOptions) -> SharedDetector:
         """The detector of ``model_path`` on ``options.device``: the model loaded here, once.
         Its thread plan is the throughput one (no feed measured: inference-bound, every core,
-        two calls at once where the threads split evenly): many streams keep it busy, and
-        their decoders run at a lower priority (``FEED_NICE``), so a frame the detector could
-        not take in time is rarely decoded at all."""
+        calls split where the threads split evenly), with ``CALLS_PER_PLANNED`` times its
+        calls at once, and the streams' feeds run at a lower priority (``FEED_NICE``): many
+        feeds' threads would otherwise take the cores from the few the detector has, and
+        decode frames it can only drop (measured: docs/BENCHMARKS.md, "The service")."""
         backends = open_backends(model_path, spec, [], metrics, options, scale=None)
         try:
             batch_size = fitted_batch_size(options.batch_size, backends, model_path)
@@ -153,8 +156,13 @@ class SharedDetector:
         """The feed of ``source`` into this detector, its results to ``sinks``: a Pipeline of
         the stream's decode and preprocess stages, for the caller to run and stop."""
         stream = source.stream_id
-        inlet = self.inputs.attach(stream, policy)
-        decoded: Channel[Any] = Channel(f"{stream}/decoded", self.options.capacity, policy,
+        # A live stream's newest frame wins before preprocessing, not after: its prepared
+        # queue blocks, so a frame is prepared only once the detector has room for it, and
+        # the decoded frames it could not take are replaced while still cheap.
+        inlet = self.inputs.attach(stream, "block")
+        decoded: Channel[Any] = Channel(f"{stream}/decoded",
+                                        1 if policy == "drop_oldest" else self.options.capacity,
+                                        policy,
                                         on_drop=lambda item, cause: account_drop(
                                             self.metrics, item, cause))
         self.metrics.register_channel(decoded.name, decoded.capacity, decoded.__len__)

@@ -14,7 +14,13 @@ from rich.progress import Progress
 from app.bench.compare import compare, live, scaling
 from app.bench.machine import core_speed_all_busy, machine
 from app.bench.profile import profile as run_profile
-from app.bench.tables import compare_table, live_table, profile_table, scaling_table
+from app.bench.tables import (
+    compare_table,
+    live_table,
+    profile_table,
+    scaling_table,
+    service_table,
+)
 from app.demo import ensure_demo_clip
 from models.zoo import model_variants, resolve_model
 from pipelines.options import PipelineOptions
@@ -77,6 +83,24 @@ def bench(
     (out / "bench.json").write_text(json.dumps(report, indent=2, default=str))
     console.print(f"wrote {out / 'bench.json'}")
     return report
+
+
+def bench_service(console: Console, counts: str, source: Path | None, model: str | None,
+                  seconds: float, out: Path) -> list[dict[str, Any]]:
+    """``vidpipe bench --service``: one row per stream count (``app.bench.service``)."""
+    from app.bench.service import run as run_service
+
+    clip = source or ensure_demo_clip(Path("build/demo/clip.mp4"), console)
+    name = model or "ssdlite-person"
+    resolve_model(name)  # a bad model is one line here, not a failure in a subprocess
+    with console.status(f"the service with {counts} streams of {clip.name}, {seconds:g} s each"):
+        rows = run_service(_ints(counts), name, clip, seconds)
+    console.print(service_table(rows))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"machine": machine(), "clip": str(clip),
+                                                "service": rows}, indent=2))
+    console.print(f"wrote {out / 'bench.json'}")
+    return rows
 
 
 def leanest(labels: list[str]) -> str:

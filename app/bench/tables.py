@@ -82,3 +82,17 @@ def profile_table(report: dict[str, Any]) -> Table:
         table.add_row(s["stage"] + mark, "", str(s["threads"]), f"{s['busy']:.0%}",
                       f"{s['ms_per_frame']:.2f}", f"{ceiling:.1f}" if ceiling < 1e4 else "-")
     return table
+
+
+def service_table(rows: list[dict[str, Any]]) -> Table:
+    table = _table("The service: file streams played as 30 fps cameras",
+                   ["streams", "model", "fps", "fps/stream", "p50 ms", "p99 ms", "drops/s",
+                    "loads", "RSS MB"])
+    table.caption = ("fps: processed, all streams; fps/stream: slowest - fastest; p50/p99: "
+                     "capture to result, the worst stream; loads: models loaded")
+    for r in rows:
+        table.add_row(str(r["streams"]), r["model"], f"{r['fps_total']:.1f}",
+                      f"{r['fps_per_stream_min']:.1f} - {r['fps_per_stream_max']:.1f}",
+                      f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}", f"{r['drops_per_s']:.1f}",
+                      str(r["model_loads"]), f"{r['rss_mb']:.0f}")
+    return table
