@@ -98,6 +98,8 @@ class Service:
         """The detector of ``model`` on the service's device, loaded on first use."""
         key = (str(model_path), self.config.device)
         detector = self.detectors.get(key)
+        if detector is not None and self._detector_tasks[detector].done():
+            detector = None  # it failed: its streams are failed; new ones get a new one
         if detector is None:
             options = PipelineOptions.from_settings(self.config, capacity=2)
             detector = await asyncio.to_thread(SharedDetector.open, f"{model}@{key[1]}",
