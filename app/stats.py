@@ -38,4 +38,5 @@ def stats(service: Service, window_s: float = 60.0) -> dict[str, Any]:
             if outcome != "processed":
                 drops[outcome] = drops.get(outcome, 0) + count
     return {"window_s": window_s, "stages": stages, "channels": channels, "streams": streams,
-            "drops": drops, "batch_sizes": {str(k): v for k, v in sorted(m.batch_sizes.items())}}
+            "drops": drops, "batch_sizes": {str(k): v for k, v in sorted(m.batch_sizes.items())},
+            "detectors": [d.describe() for d in service.detectors.values()]}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -101,12 +102,27 @@ class SharedDetector:
             InferStage(self.backends.runtime, self.inputs, inferred, metrics,
                        batch_size=self.batch_size, batch_timeout_ms=options.batch_timeout_ms,
                        max_age_s=options.max_age_s,
-                       workers=CALLS_PER_PLANNED * self.backends.plan.infer_workers),
+                       workers=CALLS_PER_PLANNED * self.backends.plan.infer_workers,
+                       on_batch=self._count_batch),
             PostprocessStage(self.backends.postprocessor, inferred, results, metrics,
                              keep_images=True),
             _SettlingSinkStage(self.router, spec, results, metrics),
         ]
         self.feeds: dict[str, Pipeline] = {}
+        self.batches: Counter[int] = Counter()  # this detector's batch sizes
+        self.started_at = time.monotonic()
+
+    def _count_batch(self, size: int) -> None:
+        self.batches[size] += 1
+
+    def describe(self) -> dict[str, Any]:
+        """What ``/api/stats`` shows of it: its model and device, the streams it serves, its
+        batch sizes, and the frames it inferred per second since it was loaded."""
+        frames = sum(size * n for size, n in self.batches.items())
+        uptime = max(1e-9, time.monotonic() - self.started_at)
+        return {"model": self.spec.name, "device": self.options.device, "streams": self.streams,
+                "batches": {str(k): v for k, v in sorted(self.batches.items())},
+                "fps": round(frames / uptime, 2)}
 
     @classmethod
     def open(cls, name: str, model_path: Path, spec: ModelSpec, metrics: PipelineMetrics,

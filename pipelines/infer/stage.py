@@ -20,6 +20,7 @@ frames are the newest only when taken at the last moment.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from pipelines.channel import Input, Output
 from pipelines.frame import Batch
@@ -32,7 +33,8 @@ class InferStage(Stage[Batch, Batch]):
     def __init__(self, runtime: Runtime, input: Input[Batch], output: Output[Batch],
                  metrics: PipelineMetrics, *, batch_size: int = 4,
                  batch_timeout_ms: float = 10.0, max_age_s: float | None = None,
-                 workers: int = 1, queued: int = 0) -> None:
+                 workers: int = 1, queued: int = 0,
+                 on_batch: Callable[[int], None] | None = None) -> None:
         if workers < 1:
             raise ValueError(f"inference workers must be >= 1, got {workers}")
         if queued < 0:
@@ -49,6 +51,7 @@ class InferStage(Stage[Batch, Batch]):
         self.batch_size = batch_size
         self.max_age_s = max_age_s
         self.queued = queued
+        self.on_batch = on_batch  # hears each batch's size (a shared detector's own counts)
 
     def admit(self, items: list[Batch]) -> list[Batch]:
         """The batches young enough to infer (the rest dropped as stale); counted as a batch."""
@@ -62,7 +65,10 @@ class InferStage(Stage[Batch, Batch]):
                 else:
                     fresh.append(item)
         if fresh:
-            self.metrics.observe_batch(sum(len(b) for b in fresh))
+            size = sum(len(b) for b in fresh)
+            self.metrics.observe_batch(size)
+            if self.on_batch is not None:
+                self.on_batch(size)
         return fresh
 
     def process(self, items: list[Batch]) -> Batch:

@@ -9,6 +9,7 @@ from prometheus_client import generate_latest
 
 from app.config import ServiceConfig, StreamConfig
 from app.service import Service
+from app.stats import stats
 from pipelines.metrics import PipelineMetrics
 
 
@@ -41,6 +42,10 @@ def test_eight_streams_load_the_model_once_and_share_its_batches(small_clip, tmp
             assert len(service.detectors) == 1
             (detector,) = service.detectors.values()
             assert sorted(detector.streams) == ids
+            (shown,) = stats(service)["detectors"]
+            assert (shown["model"], shown["device"], sorted(shown["streams"])) == (
+                "shapes-yolo", "cpu", ids)
+            assert shown["fps"] > 0 and sum(shown["batches"].values()) > 0
             await service.remove_stream("cam3")  # the others go on
             before = {s: metrics.outcomes[s]["processed"] for s in ids if s != "cam3"}
             await _until(lambda: all(metrics.outcomes[s]["processed"] > before[s] + 5
