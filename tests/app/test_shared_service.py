@@ -81,3 +81,43 @@ def test_a_stream_with_a_bad_source_fails_alone(small_clip, tmp_path):
             assert good.state == "up"
 
     asyncio.run(main())
+
+
+def test_a_failed_detector_fails_its_streams_and_a_new_stream_gets_a_new_one(small_clip,
+                                                                              tmp_path,
+                                                                              monkeypatch):
+    from pipelines.backends import host_backends
+    from pipelines.decode.pyav import PyAVDecoder
+    from pipelines.shared import SharedDetector
+    from tests.support.fakes import FAKE_SPEC, FakeBackend
+
+    class Broken(FakeBackend):
+        def infer(self, feeds):
+            raise RuntimeError("the runtime died")
+
+    made: list[SharedDetector] = []
+
+    def open_fake(cls, name, model_path, spec, metrics, options):
+        backend = Broken() if not made else FakeBackend()
+        made.append(cls(name, host_backends(lambda s: PyAVDecoder(s.video), backend, FAKE_SPEC),
+                        FAKE_SPEC, metrics, options, batch_size=2))
+        return made[-1]
+
+    monkeypatch.setattr(SharedDetector, "open", classmethod(open_fake))
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "cam.mp4").write_bytes(small_clip.read_bytes())
+    service = _service(media)
+
+    async def main() -> None:
+        async with service:
+            first = await service.add_stream(StreamConfig(url=str(media / "cam.mp4"), id="a"))
+            await _until(lambda: first.state == "failed")
+            assert "the runtime died" in (first.error or "")
+            second = await service.add_stream(StreamConfig(url=str(media / "cam.mp4"), id="b"))
+            await _until(lambda: service.metrics.outcomes["b"]["processed"] >= 10)
+            assert second.state == "up" and len(made) == 2
+
+    asyncio.run(main())
+    for sid in ("a", "b"):
+        assert service.metrics.received[sid] == sum(service.metrics.outcomes[sid].values())
