@@ -103,21 +103,25 @@ def decoder_scale(spec: ModelSpec, sinks: Sequence[Sink],
     return ScaleTo.for_input(spec.input)
 
 
+def counted_channel(metrics: PipelineMetrics, name: str, capacity: int,
+                    policy: DropPolicy = "block", producers: int = 1) -> Channel[Any]:
+    """A channel whose drops count against their streams, its depth exported as ``name``."""
+    channel: Channel[Any] = Channel(name, capacity, policy, producers=producers,
+                                    on_drop=lambda item, cause: account_drop(metrics, item,
+                                                                             cause))
+    metrics.register_channel(name, channel.capacity, channel.__len__)
+    return channel
+
+
 def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec: ModelSpec,
                   sinks: Sequence[Sink], metrics: PipelineMetrics, options: PipelineOptions,
                   batch_size: int) -> Pipeline:
     """Stages and channels around already opened parts (tests pass fakes here)."""
-    def drop(item: Any, cause: str) -> None:
-        account_drop(metrics, item, cause)
-
     def channel(name: str, policy: DropPolicy = "block", producers: int = 1) -> Channel[Any]:
         if options.name:
             name = f"{options.name}/{name}"
-        ch: Channel[Any] = Channel(name, options.capacity, policy, producers=producers,
-                                   on_drop=drop)
-        metrics.register_channel(name, ch.capacity, ch.__len__)
-        channels.append(ch)
-        return ch
+        channels.append(counted_channel(metrics, name, options.capacity, policy, producers))
+        return channels[-1]
 
     channels: list[Channel[Any]] = []
     stages: list[Stage[Any, Any]] = []

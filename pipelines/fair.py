@@ -38,7 +38,6 @@ class FairChannel(Generic[T]):
         self.name = name
         self.capacity = capacity
         self._key = key
-        self.drops: Counter[str] = Counter()
         self._on_drop = on_drop
         self._queues: dict[str, deque[tuple[T, float]]] = {}
         self._policies: dict[str, DropPolicy] = {}
@@ -52,10 +51,6 @@ class FairChannel(Generic[T]):
 
     def __len__(self) -> int:
         return sum(len(q) for q in self._queues.values())
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     @property
     def streams(self) -> list[str]:
@@ -146,16 +141,6 @@ class FairChannel(Generic[T]):
         self._open.clear()
         self._notify()
 
-    def abort(self) -> list[T]:
-        """Close at once and hand back what was still queued."""
-        self._closed = True
-        self._open.clear()
-        leftovers = [item for queue in self._queues.values() for item, _ in queue]
-        for queue in self._queues.values():
-            queue.clear()
-        self._notify()
-        return leftovers
-
     def _take(self, most: int) -> list[tuple[T, float]]:
         """Up to ``most`` items, one per non-empty stream in turn."""
         taken: list[tuple[T, float]] = []
@@ -172,7 +157,6 @@ class FairChannel(Generic[T]):
         return taken
 
     def _drop(self, item: T, cause: str) -> None:
-        self.drops[cause] += 1
         if self._on_drop is not None:
             self._on_drop(item, cause)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from models.spec import ModelSpec
 from pipelines.backends import StageBackends, open_backends
-from pipelines.build import account_drop, fitted_batch_size
+from pipelines.build import account_drop, counted_channel, fitted_batch_size
 from pipelines.channel import Channel, DropPolicy
 from pipelines.decode.stage import DecodeStage, PacketSource
 from pipelines.fair import FairChannel
@@ -94,10 +94,10 @@ class SharedDetector:
             f"{name}/prepared", options.capacity, lambda b: b.frames[0].stream_id,
             on_drop=lambda item, cause: account_drop(metrics, item, cause))
         self.router = RoutingSink(self.inputs)
-        self.channels: list[Any] = [self.inputs]
-        inferred = self._channel("inferred")
-        results = self._channel("results")
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
+        inferred = counted_channel(metrics, f"{name}/inferred", options.capacity)
+        results = counted_channel(metrics, f"{name}/results", options.capacity)
+        self.channels: list[Any] = [self.inputs, inferred, results]
         self.stages: list[Stage[Any, Any]] = [
             InferStage(self.backends.runtime, self.inputs, inferred, metrics,
                        batch_size=self.batch_size, batch_timeout_ms=options.batch_timeout_ms,
@@ -128,8 +128,8 @@ class SharedDetector:
     def open(cls, name: str, model_path: Path, spec: ModelSpec, metrics: PipelineMetrics,
              options: PipelineOptions) -> SharedDetector:
         """The detector of ``model_path`` on ``options.device``: the model loaded here, once.
-        Its thread plan is the throughput one (no feed measured: inference-bound, every core,
-        calls split where the threads split evenly), with ``CALLS_PER_PLANNED`` times its
+        Its thread plan is the throughput one (no streams to probe yet: inference-bound, every
+        core, calls split where the threads split evenly), with ``CALLS_PER_PLANNED`` times its
         calls at once, and the streams' feeds run at a lower priority (``FEED_NICE``): many
         feeds' threads would otherwise take the cores from the few the detector has, and
         decode frames it can only drop (measured: docs/BENCHMARKS.md, "The service")."""
@@ -144,15 +144,6 @@ class SharedDetector:
         log.info("detector %s: %s loaded once, for every stream that uses it", name,
                  model_path.name)
         return detector
-
-    def _channel(self, suffix: str) -> Channel[Any]:
-        name = f"{self.name}/{suffix}"
-        channel: Channel[Any] = Channel(name, self.options.capacity,
-                                        on_drop=lambda item, cause: account_drop(
-                                            self.metrics, item, cause))
-        self.metrics.register_channel(name, channel.capacity, channel.__len__)
-        self.channels.append(channel)
-        return channel
 
     @property
     def streams(self) -> list[str]:
@@ -176,12 +167,8 @@ class SharedDetector:
         # queue blocks, so a frame is prepared only once the detector has room for it, and
         # the decoded frames it could not take are replaced while still cheap.
         inlet = self.inputs.attach(stream, "block")
-        decoded: Channel[Any] = Channel(f"{stream}/decoded",
-                                        1 if policy == "drop_oldest" else self.options.capacity,
-                                        policy,
-                                        on_drop=lambda item, cause: account_drop(
-                                            self.metrics, item, cause))
-        self.metrics.register_channel(decoded.name, decoded.capacity, decoded.__len__)
+        decoded = counted_channel(self.metrics, f"{stream}/decoded",
+                                  1 if policy == "drop_oldest" else self.options.capacity, policy)
         stages: list[Stage[Any, Any]] = [
             DecodeStage(source, self.backends.decoder_for, decoded, self.metrics,
                         frame_limit=self.options.frame_limit, nice=FEED_NICE),

@@ -250,9 +250,10 @@ def planned_session(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
     """The model's session on the plan's threads, and the plan. The plan's probe times
     inference on a one-thread session; where the plan wants one thread per call (two calls at
     once on two cores, or a core kept for decoding), that session is the run's: the model is
-    opened once."""
+    opened once. Without sources (a shared detector, before its streams) nothing is probed:
+    the plan is the inference-bound one a probe would find."""
     cores = os.cpu_count() or 1
-    if infer_threads is not None or cores == 1:  # nothing to measure
+    if infer_threads is not None or cores == 1 or not sources:
         plan = choose_threads(infer_threads, decode_threads, cores)
         session = OnnxRuntimeBackend(model_path, threads=plan.infer)
     else:
