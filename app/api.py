@@ -1,6 +1,7 @@
 """The HTTP face of the service (FastAPI): streams CRUD, stats, events, snapshots, metrics.
 
-Mutating routes need ``Authorization: Bearer <VIDPIPE_API_TOKEN>`` when that variable is set.
+Mutating routes, and the results feed, need ``Authorization: Bearer <VIDPIPE_API_TOKEN>`` when
+that variable is set.
 Errors are JSON ``{"detail": ...}`` with the status a client can act on: 400 a source the
 service will not open, 401 no or a wrong token, 404 no such stream, 409 an id in use, 422 a
 malformed body (the field is named, the submitted value is not echoed: it may hold a password),
@@ -31,8 +32,10 @@ from app.stats import stats
 from app.streams import SourceRejected
 from pipelines.errors import VidpipeError
 from pipelines.metrics import PipelineMetrics
+from pipelines.sinks.broadcast import ResultBroadcast
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard"
+KEEPALIVE_S = 15.0  # a comment on a quiet results feed, so proxies keep it open
 
 
 def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None) -> FastAPI:
@@ -99,10 +102,19 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
 
     @app.get("/api/streams/{stream_id}/snapshot.jpg")
     async def snapshot(stream_id: str) -> Response:
-        jpeg = _stream(service, stream_id).feed.jpeg
+        jpeg = _stream(service, stream_id).outputs.snapshot.jpeg
         if jpeg is None:
             raise HTTPException(404, f"stream {stream_id!r} has no frame yet")
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
+
+    @app.get("/api/streams/{stream_id}/results", dependencies=[auth])
+    async def results(stream_id: str, request: Request) -> StreamingResponse:
+        """Server-sent events: ``result`` per processed frame (``vidpipe run``'s line
+        format); ``lost`` before one when this reader fell behind and lost that many;
+        ``end`` when the stream has ended."""
+        live = _stream(service, stream_id).outputs.live
+        return StreamingResponse(_results(live, request), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
 
     @app.get("/api/stats")
     async def get_stats(window_s: float = 60.0) -> dict[str, Any]:
@@ -153,6 +165,31 @@ async def _events(service: Service, request: Request) -> AsyncIterator[str]:
             yield _sse(event["type"], event)
     finally:
         service.unsubscribe(queue)
+
+
+async def _results(live: ResultBroadcast, request: Request) -> AsyncIterator[str]:
+    subscription = live.subscribe()
+    quiet_since = time.monotonic()
+    try:
+        while True:
+            item = await subscription.next(timeout_s=1.0)
+            if item is None:
+                yield "event: end\ndata: {}\n\n"
+                return
+            line, lost = item
+            if not line:
+                if await request.is_disconnected():
+                    return
+                if time.monotonic() - quiet_since >= KEEPALIVE_S:
+                    quiet_since = time.monotonic()
+                    yield ": keepalive\n\n"
+                continue
+            quiet_since = time.monotonic()
+            if lost:
+                yield _sse("lost", {"lost": lost})
+            yield f"event: result\ndata: {line}\n\n"
+    finally:
+        live.unsubscribe(subscription)
 
 
 def _sse(kind: str, data: Any) -> str:

@@ -198,6 +198,10 @@ def bench(
     = None,
     seconds: Annotated[float, typer.Option(
         "--seconds", min=1.0, help="With --service: how long each count is measured.")] = 10.0,
+    against: Annotated[str | None, typer.Option(
+        "--against", help="With --service: run each count on this commit too (a git "
+        "worktree of it), alternating, to compare in one run (e.g. --against 00f3544).")]
+    = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
 ) -> None:
@@ -209,7 +213,7 @@ def bench(
     _configure_logging("warning")
     try:
         if service is not None:
-            bench_service(console, service, source, model, seconds, out)
+            bench_service(console, service, source, model, seconds, out, against)
         else:
             run_bench(console, quick, source, model, streams, reps, frames, live_seconds, out)
     except VidpipeError as e:

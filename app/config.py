@@ -47,6 +47,8 @@ class ServiceConfig(PipelineSettings):
     media_roots: list[Path] = Field(default_factory=list)
     stall_timeout_s: float = Field(default=5.0, gt=0)
     snapshot_interval_s: float = Field(default=0.5, gt=0)
+    results_dir: Path | None = Path("results")  # <results_dir>/<stream>/detections.jsonl
+    results_rotate_mb: float = Field(default=64.0, gt=0)
     streams: list[StreamConfig] = Field(default_factory=list)
     api_token: str | None = Field(default=None, exclude=True, repr=False)
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from app.config import ServiceConfig, StreamConfig
+from app.results import StreamOutputs
 from app.streams import SourceRejected, StreamRuntime, resolve_source
 from models.zoo import resolve_model
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.shared import SharedDetector
-from pipelines.sinks.feed import LatestFrameSink
 from pipelines.sources.paced import PacedFileSource
 from pipelines.sources.url import redact, redact_text
 
@@ -70,7 +70,7 @@ class Service:
         model_path, spec = resolve_model(model)
         policy = cfg.policy or "drop_oldest"
         rt = StreamRuntime(stream_id, redact(cfg.url), kind, model, policy,
-                           LatestFrameSink(spec, interval_s=self.config.snapshot_interval_s))
+                           StreamOutputs.open(stream_id, spec, self.config))
         self.streams[stream_id] = rt
         detector: SharedDetector | None = None
         try:
@@ -78,9 +78,10 @@ class Service:
                 detector = await self._detector(model, model_path, spec)
                 source = await asyncio.to_thread(self._opener(rt), target, stream_id)
                 rt.detector = detector
-                rt.pipeline = detector.attach(source, [rt.feed], policy)
+                rt.pipeline = detector.attach(source, rt.outputs.sinks, policy)
         except Exception:
             del self.streams[stream_id]
+            rt.outputs.close()
             if detector is not None:
                 await self._unload_if_idle(detector)
             raise
@@ -104,6 +105,8 @@ class Service:
             options = PipelineOptions.from_settings(self.config, capacity=2)
             detector = await asyncio.to_thread(SharedDetector.open, f"{model}@{key[1]}",
                                                model_path, spec, self.metrics, options)
+            detector.on_state = lambda state, error: self._detector_state(detector, state,
+                                                                          error)
             self.detectors[key] = detector
             self._detector_tasks[detector] = asyncio.create_task(
                 self._run_detector(detector), name=f"detector-{detector.name}")
@@ -165,9 +168,28 @@ class Service:
         self.metrics.count_reconnect(rt.id)
 
     def _set_state(self, rt: StreamRuntime, state: str) -> None:
-        rt.state = state
-        self.metrics.set_stream_up(rt.id, state == "up")
+        rt.source_state = state
+        self._show_state(rt)
+
+    def _show_state(self, rt: StreamRuntime) -> None:
+        shown = rt.source_state
+        if rt.detector_restarting and shown == "up":
+            shown = "restarting"
+        rt.state = shown
+        self.metrics.set_stream_up(rt.id, shown == "up")
         self._emit({"type": "stream", "stream": rt.public()})
+
+    def _detector_state(self, detector: SharedDetector, state: str, error: str | None) -> None:
+        """A detector is being rebuilt (``restarting``) or is back (``up``): its streams show
+        it, with the error that made it restart."""
+        for rt in self.streams.values():
+            if rt.detector is detector:
+                rt.detector_restarting = state == "restarting"
+                if state == "restarting":  # "failed": _run_detector says why
+                    rt.error = f"detector {detector.name} restarting after: {error}"
+                elif state == "up":
+                    rt.error = None
+                self._show_state(rt)
 
     async def _run(self, rt: StreamRuntime) -> None:
         assert rt.pipeline is not None and rt.detector is not None
@@ -175,17 +197,24 @@ class Service:
             self._set_state(rt, "up")
         try:
             await rt.pipeline.run()
-            self._set_state(rt, "failed" if rt.error else "stopped")
+            self._set_state(rt, self._end_state(rt))
         except asyncio.CancelledError:
-            self._set_state(rt, "failed" if rt.error else "stopped")
+            self._set_state(rt, self._end_state(rt))
             raise
         except BaseException as e:  # a failed stream must not take the service down
             rt.error = redact_text(str(e.exceptions[0] if isinstance(e, BaseExceptionGroup)
                                        else e))
             log.error("stream %s failed: %s", rt.id, rt.error)
             self._set_state(rt, "failed")
-        finally:  # what the feed put in is finished (or counted) before the stream goes
-            await asyncio.shield(rt.detector.detach(rt.id))
+        finally:  # what the feed put in is finished (or counted) before the stream goes,
+            # and its outputs close after that, even if this task is cancelled meanwhile
+            detach = asyncio.ensure_future(rt.detector.detach(rt.id))
+            detach.add_done_callback(lambda _: rt.outputs.close())
+            await asyncio.shield(detach)
+
+    @staticmethod
+    def _end_state(rt: StreamRuntime) -> str:
+        return "failed" if rt.error and not rt.detector_restarting else "stopped"
 
     async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> None:
         rt = self.streams.pop(stream_id)

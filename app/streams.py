@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from app.results import StreamOutputs
 from pipelines.pipeline import Pipeline
-from pipelines.sinks.feed import LatestFrameSink
 from pipelines.sources.url import redact
 
 SourceKind = Literal["rtsp", "file"]
-STATES = ("connecting", "up", "reconnecting", "stopped", "failed")
+STATES = ("connecting", "up", "reconnecting", "restarting", "stopped", "failed")
+# restarting: the source is up, and the detector it feeds is being rebuilt after a failure
 
 
 class SourceRejected(ValueError):
@@ -57,8 +58,10 @@ class StreamRuntime:
     kind: SourceKind
     model: str
     policy: str
-    feed: LatestFrameSink
-    state: str = "connecting"
+    outputs: StreamOutputs
+    state: str = "connecting"  # what the API shows (STATES)
+    source_state: str = "connecting"  # what the source last said
+    detector_restarting: bool = False
     reconnects: int = 0
     error: str | None = None
     created_at: float = field(default_factory=time.time)

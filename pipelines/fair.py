@@ -53,6 +53,10 @@ class FairChannel(Generic[T]):
         return sum(len(q) for q in self._queues.values())
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def streams(self) -> list[str]:
         return list(self._order)
 

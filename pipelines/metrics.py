@@ -19,6 +19,7 @@ from prometheus_client import Counter as PromCounter
 
 OUTCOMES: tuple[str, ...] = (
     "processed", "dropped_full", "dropped_stale", "dropped_stopped", "decode_error",
+    "model_error",
 )
 _SECONDS_BUCKETS = (
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5,
@@ -109,6 +110,10 @@ class PipelineMetrics:
                                        "stream's source", ["stream"], registry=r)
         self._loads = PromCounter("vidpipe_model_loads_total", "Models loaded by the service's "
                                   "shared detectors", ["model", "device"], registry=r)
+        self._restarts = PromCounter("vidpipe_detector_restarts_total", "Shared detectors "
+                                     "rebuilt after a failure", ["model", "device"], registry=r)
+        self._sink_errors = PromCounter("vidpipe_sink_errors_total", "Results a stream's sink "
+                                        "failed to take", ["stream", "sink"], registry=r)
         self.model_loads: Counter[tuple[str, str]] = Counter()
         self.stage_work: dict[str, Samples] = defaultdict(self._samples)
         self.stage_waits: dict[str, Samples] = defaultdict(self._samples)
@@ -177,6 +182,12 @@ class PipelineMetrics:
         self._loads.labels(model, device).inc()
         with self._lock:
             self.model_loads[(model, device)] += 1
+
+    def count_detector_restart(self, model: str, device: str) -> None:
+        self._restarts.labels(model, device).inc()
+
+    def count_sink_error(self, stream: str, sink: str) -> None:
+        self._sink_errors.labels(stream, sink).inc()
 
     def set_stream_up(self, stream: str, up: bool) -> None:
         self._up.labels(stream).set(1.0 if up else 0.0)

@@ -8,6 +8,11 @@ decode and preprocess stages, a small Pipeline) that puts into its queue of the 
 and runs and stops independently of the others; when it detaches, what it had in flight is
 finished first and whatever could not be is counted as ``dropped_stopped``. The stages are
 the engine's own (``pipelines.build``): the device only chooses their backends.
+
+A shared stage that fails fails the detector, not its streams: the frames it had taken are
+counted as ``model_error`` for their streams, the model is loaded again after a backoff
+(``RestartBudget``), and the streams' queues, which kept filling by their own drop rules
+meanwhile, are served again. Only when the budget is spent does the detector fail.
 """
 
 from __future__ import annotations
@@ -16,24 +21,27 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from models.spec import ModelSpec
 from pipelines.backends import StageBackends, open_backends
 from pipelines.build import account_drop, counted_channel, fitted_batch_size
-from pipelines.channel import Channel, DropPolicy
+from pipelines.channel import DropPolicy
 from pipelines.decode.stage import DecodeStage, PacketSource
 from pipelines.fair import FairChannel
-from pipelines.frame import Batch, Result
+from pipelines.frame import Batch
 from pipelines.infer.stage import InferStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
 from pipelines.postprocess.stage import PostprocessStage
 from pipelines.preprocess.stage import PreprocessStage
-from pipelines.sinks.stage import Sink, SinkStage
+from pipelines.restarts import RestartBudget
+from pipelines.routing import RoutingSink, SettlingSinkStage
+from pipelines.sinks.stage import Sink
+from pipelines.sources.url import redact_text
 from pipelines.stage import Stage, run_stage
 
 log = logging.getLogger(__name__)
@@ -42,75 +50,56 @@ FEED_NICE = 10  # the streams' decode and preprocess threads yield the cores to 
 CALLS_PER_PLANNED = 2  # inference calls at once per call of the thread plan (see open)
 
 
-class RoutingSink:
-    """The detector's one sink: each result goes to the sinks of its stream, and settles its
-    frame in the FairChannel."""
-
-    def __init__(self, inputs: FairChannel[Batch]) -> None:
-        self._inputs = inputs
-        self.routes: dict[str, list[Sink]] = {}
-        self.wants_images = True  # a stream's sinks may draw (the service's snapshots do)
-
-    def write(self, result: Result) -> None:
-        stream = result.frame.stream_id
-        for sink in self.routes.get(stream, ()):
-            sink.write(result)
-
-    def settle(self, results: Sequence[Result]) -> None:
-        for result in results:
-            self._inputs.settle(result.frame.stream_id)
-
-    def close(self, commit: bool = True) -> None:
-        """The streams' sinks belong to whoever attached them."""
-
-
-class _SettlingSinkStage(SinkStage):
-    """The sink stage, settling each written result's frame (on the event loop, in order)."""
-
-    def __init__(self, router: RoutingSink, spec: ModelSpec, input: Channel[Result],
-                 metrics: PipelineMetrics) -> None:
-        super().__init__([router], spec, input, metrics)
-        self.router = router
-
-    def outputs(self, items: list[Result], result: None, seconds: float) -> list[None]:
-        done = super().outputs(items, result, seconds)
-        self.router.settle(items)
-        return done
-
-
 class SharedDetector:
     """``name`` names its channels (``<name>/prepared`` ...); ``options`` are the service's
     pipeline options (device, batch size and timeout, backends, capacity)."""
 
     def __init__(self, name: str, backends: StageBackends, spec: ModelSpec,
-                 metrics: PipelineMetrics, options: PipelineOptions, batch_size: int) -> None:
+                 metrics: PipelineMetrics, options: PipelineOptions, batch_size: int, *,
+                 reopen: Callable[[], StageBackends] | None = None,
+                 restarts: RestartBudget | None = None,
+                 on_state: Callable[[str, str | None], None] | None = None) -> None:
+        """``reopen`` loads the model again after a failure (None: a failure is final);
+        ``on_state(state, error)`` hears ``"restarting"`` and ``"up"``, on the event loop."""
         self.name = name
         self.spec = spec
         self.metrics = metrics
         self.options = options
         self.backends = backends
         self.batch_size = batch_size
+        self.reopen = reopen
+        self.restarts = restarts or RestartBudget()
+        self.on_state = on_state
         self.inputs: FairChannel[Batch] = FairChannel(
             f"{name}/prepared", options.capacity, lambda b: b.frames[0].stream_id,
             on_drop=lambda item, cause: account_drop(metrics, item, cause))
-        self.router = RoutingSink(self.inputs)
+        self.router = RoutingSink(self.inputs, metrics)
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
-        inferred = counted_channel(metrics, f"{name}/inferred", options.capacity)
-        results = counted_channel(metrics, f"{name}/results", options.capacity)
-        self.channels: list[Any] = [self.inputs, inferred, results]
-        self.stages: list[Stage[Any, Any]] = [
-            InferStage(self.backends.runtime, self.inputs, inferred, metrics,
-                       batch_size=self.batch_size, batch_timeout_ms=options.batch_timeout_ms,
-                       max_age_s=options.max_age_s,
-                       workers=CALLS_PER_PLANNED * self.backends.plan.infer_workers,
-                       on_batch=self._count_batch),
-            PostprocessStage(self.backends.postprocessor, inferred, results, metrics,
-                             keep_images=True),
-            _SettlingSinkStage(self.router, spec, results, metrics),
-        ]
+        self.channels: list[Any] = [self.inputs]
+        self.stages: list[Stage[Any, Any]] = []
+        self._build(backends)
         self.feeds: dict[str, Pipeline] = {}
         self.batches: Counter[int] = Counter()  # this detector's batch sizes
         self.started_at = time.monotonic()
+        self.state = "up"
+
+    def _build(self, backends: StageBackends) -> None:
+        """The shared stages on ``backends``, between the FairChannel and the router."""
+        self.backends = backends
+        inferred = counted_channel(self.metrics, f"{self.name}/inferred", self.options.capacity)
+        results = counted_channel(self.metrics, f"{self.name}/results", self.options.capacity)
+        self.channels = [self.inputs, inferred, results]
+        self.stages = [
+            InferStage(backends.runtime, self.inputs, inferred, self.metrics,
+                       batch_size=self.batch_size,
+                       batch_timeout_ms=self.options.batch_timeout_ms,
+                       max_age_s=self.options.max_age_s,
+                       workers=CALLS_PER_PLANNED * backends.plan.infer_workers,
+                       on_batch=self._count_batch),
+            PostprocessStage(backends.postprocessor, inferred, results, self.metrics,
+                             keep_images=True),
+            SettlingSinkStage(self.router, self.spec, results, self.metrics),
+        ]
 
     def _count_batch(self, size: int) -> None:
         self.batches[size] += 1
@@ -122,7 +111,8 @@ class SharedDetector:
         uptime = max(1e-9, time.monotonic() - self.started_at)
         return {"model": self.spec.name, "device": self.options.device, "streams": self.streams,
                 "batches": {str(k): v for k, v in sorted(self.batches.items())},
-                "fps": round(frames / uptime, 2)}
+                "fps": round(frames / uptime, 2), "state": self.state,
+                "restarts": self.restarts.used}
 
     @classmethod
     def open(cls, name: str, model_path: Path, spec: ModelSpec, metrics: PipelineMetrics,
@@ -133,10 +123,13 @@ class SharedDetector:
         calls at once, and the streams' feeds run at a lower priority (``FEED_NICE``): many
         feeds' threads would otherwise take the cores from the few the detector has, and
         decode frames it can only drop (measured: docs/BENCHMARKS.md, "The service")."""
-        backends = open_backends(model_path, spec, [], metrics, options, scale=None)
+        def reopen() -> StageBackends:
+            return open_backends(model_path, spec, [], metrics, options, scale=None)
+
+        backends = reopen()
         try:
             batch_size = fitted_batch_size(options.batch_size, backends, model_path)
-            detector = cls(name, backends, spec, metrics, options, batch_size)
+            detector = cls(name, backends, spec, metrics, options, batch_size, reopen=reopen)
         except BaseException:
             backends.close()
             raise
@@ -150,13 +143,57 @@ class SharedDetector:
         return self.inputs.streams
 
     async def run(self) -> None:
-        """Run the shared stages until ``close()``; a failing stage fails the detector."""
+        """Run the shared stages until ``close()``. A failing stage is rebuilt while the
+        restart budget lasts; then its error is the detector's."""
+        while True:
+            try:
+                await self._run_stages()
+                return
+            except Exception as e:
+                error: Exception = e
+            while True:  # rebuilt, or out of restarts
+                self._lose_taken(error)
+                await asyncio.to_thread(self._close_stages)
+                reopen = self.reopen
+                delay = None if reopen is None else self.restarts.next_delay()
+                if reopen is None or delay is None or self.inputs.closed:
+                    self._set_state("failed", error)
+                    raise error
+                self._set_state("restarting", error)
+                await asyncio.sleep(delay)
+                try:
+                    self._build(await asyncio.to_thread(reopen))
+                except Exception as e:
+                    error = e
+                    continue
+                self.metrics.count_detector_restart(self.spec.name, self.options.device)
+                self.metrics.count_model_load(self.spec.name, self.options.device)
+                log.warning("detector %s: rebuilt (restart %d); its streams go on", self.name,
+                            self.restarts.used)
+                self._set_state("up", None)
+                break
+
+    async def _run_stages(self) -> None:
         try:
             async with asyncio.TaskGroup() as group:
                 for stage in self.stages:
                     group.create_task(run_stage(stage), name=f"{self.name}-{stage.name}")
         except BaseExceptionGroup as e:
             raise e.exceptions[0] from None
+
+    def _lose_taken(self, error: Exception) -> None:
+        """The frames the failed stages had taken are gone: ``model_error``, per stream."""
+        for stream in self.inputs.streams:
+            lost = self.inputs.taken[stream] - self.inputs.settled[stream]
+            if lost > 0:
+                self.inputs.settle(stream, lost)
+                self.metrics.frame_outcome(stream, "model_error", lost)
+        log.error("detector %s failed: %s", self.name, redact_text(str(error)))
+
+    def _set_state(self, state: str, error: Exception | None) -> None:
+        self.state = state
+        if self.on_state is not None:
+            self.on_state(state, None if error is None else redact_text(str(error)))
 
     def attach(self, source: PacketSource, sinks: Sequence[Sink], policy: DropPolicy,
                ) -> Pipeline:
@@ -187,7 +224,7 @@ class SharedDetector:
         while self.inputs.in_flight(stream) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         self.inputs.detach(stream)
-        self.router.routes.pop(stream, None)
+        self.router.forget(stream)
         feed = self.feeds.pop(stream, None)
         if feed is not None:
             feed.forget_metrics()
@@ -201,6 +238,11 @@ class SharedDetector:
 
     def release(self) -> None:
         """Close the stages (threads, the model) and forget their metrics. Idempotent."""
+        self._close_stages()
+        self.metrics.unregister_channel(self.inputs.name)
+        self.channels = []
+
+    def _close_stages(self) -> None:
         for stage in reversed(self.stages):
             try:
                 stage.close()
@@ -209,5 +251,6 @@ class SharedDetector:
             self.metrics.unregister_stage(stage.name, stage.worker.threads)
         self.stages = []
         for channel in self.channels:
-            self.metrics.unregister_channel(channel.name)
-        self.channels = []
+            if channel is not self.inputs:
+                self.metrics.unregister_channel(channel.name)
+        self.channels = [self.inputs]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -86,16 +87,22 @@ def bench(
 
 
 def bench_service(console: Console, counts: str, source: Path | None, model: str | None,
-                  seconds: float, out: Path) -> list[dict[str, Any]]:
-    """``vidpipe bench --service``: one row per stream count (``app.bench.service``)."""
+                  seconds: float, out: Path, against: str | None = None,
+                  ) -> list[dict[str, Any]]:
+    """``vidpipe bench --service``: one row per stream count (``app.bench.service``), and
+    per count a row of the commit ``against`` too."""
     from app.bench.service import run as run_service
+    from app.bench.service import worktree
 
     clip = source or ensure_demo_clip(Path("build/demo/clip.mp4"), console)
     name = model or "ssdlite-person"
     resolve_model(name)  # a bad model is one line here, not a failure in a subprocess
-    with console.status(f"the service with {counts} streams of {clip.name}, {seconds:g} s each"):
-        rows = run_service(_ints(counts), name, clip, seconds)
-    console.print(service_table(rows))
+    what = f"the service with {counts} streams of {clip.name}, {seconds:g} s each"
+    with ExitStack() as stack:
+        other = None if against is None else stack.enter_context(worktree(against))
+        with console.status(what + ("" if other is None else f", against {other[0]}")):
+            rows = run_service(_ints(counts), name, clip, seconds, other)
+    console.print(service_table(rows, cores=os.cpu_count() or 1))
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine(), "clip": str(clip),
                                                 "service": rows}, indent=2))

@@ -4,21 +4,28 @@ Each stream count runs in a fresh process (``python -m app.bench.service N MODEL
 the resident memory it reports belongs to that count alone: the service starts, adds N streams
 of the clip (looped, paced, newest frame first), warms up, and measures for S seconds the
 processed fps of each stream, capture-to-result p50/p99, the drops by cause, the batch sizes
-and the RSS. To compare with another commit, run the same command in a ``git worktree`` of it.
+and the RSS. ``--against REV`` runs each count on another commit as well (a ``git worktree``
+of it, this measuring file run with that tree's modules), alternating which runs first, so
+drift of a busy machine falls on both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from app.config import ServiceConfig, StreamConfig
 from app.service import Service
+from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
 
 WARM_UP_S = 3.0
@@ -35,7 +42,12 @@ def rss_mb() -> float:
 async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[str, Any]:
     """One stream count, in this process."""
     clip = clip.resolve()
-    service = Service(ServiceConfig(media_roots=[clip.parent], model=model), PipelineMetrics())
+    keys: dict[str, Any] = {}
+    results = tempfile.TemporaryDirectory(prefix="vidpipe-bench-results-")
+    if "results_dir" in ServiceConfig.model_fields:  # older code in a worktree has none
+        keys["results_dir"] = Path(results.name)  # written as the service would, then gone
+    service = Service(ServiceConfig(media_roots=[clip.parent], model=model, **keys),
+                      PipelineMetrics())
     metrics = service.metrics
     ids = [f"cam{k}" for k in range(streams)]
     await service.start()  # not ``async with``: the same file runs in a worktree of older code
@@ -57,6 +69,7 @@ async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[
         memory = rss_mb()
     finally:
         await service.aclose()
+        results.cleanup()
     return {
         "streams": streams, "model": model, "seconds": round(wall, 1),
         "fps_total": round(sum(fps.values()), 1), "fps_per_stream_min": round(min(fps.values()), 1),
@@ -64,23 +77,63 @@ async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[
         "p50_ms": round(1e3 * max(p50 for p50, _ in latency), 1),
         "p99_ms": round(1e3 * max(p99 for _, p99 in latency), 1),
         "drops_per_s": round(sum(sum(d.values()) for d in drops.values()) / wall, 1),
+        "drops": {cause: sum(d.get(cause, 0) for d in drops.values())
+                  for cause in sorted({c for d in drops.values() for c in d})},
         "batch_sizes": {str(k): v - batches.get(k, 0) for k, v in
                         sorted(metrics.batch_sizes.items()) if v > batches.get(k, 0)},
         "model_loads": loads, "rss_mb": round(memory, 1),
     }
 
 
-def run(counts: list[int], model: str, clip: Path, seconds: float) -> list[dict[str, Any]]:
-    """Every count in a fresh process, one after the other."""
+def run(counts: list[int], model: str, clip: Path, seconds: float,
+        against: tuple[str, Path] | None = None) -> list[dict[str, Any]]:
+    """Every count in a fresh process, one after the other; with ``against`` (a label and a
+    source tree of other code), each count on that code too, the order alternating."""
     rows = []
-    for streams in counts:
-        done = subprocess.run([sys.executable, "-m", "app.bench.service", str(streams), model,
-                               str(clip), str(seconds)], capture_output=True, text=True,
-                              timeout=seconds + 120, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"the {streams}-stream run failed: {done.stderr[-500:]}")
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for k, streams in enumerate(counts):
+        codes: list[tuple[str, Path | None]] = [("this", None)]
+        if against is not None:
+            codes.append(against)
+            if k % 2:
+                codes.reverse()
+        for label, tree in codes:
+            row = _measure_in_process(streams, model, clip, seconds, tree)
+            rows.append(row | {"code": label})
     return rows
+
+
+def _measure_in_process(streams: int, model: str, clip: Path, seconds: float,
+                        tree: Path | None) -> dict[str, Any]:
+    args = [str(streams), model, str(clip.resolve()), str(seconds)]
+    if tree is None:
+        argv, cwd, env = [sys.executable, "-m", "app.bench.service", *args], None, None
+    else:  # this file, with the other tree's modules first (-P: not this file's folder)
+        argv = [sys.executable, "-P", str(Path(__file__).resolve()), *args]
+        cwd, env = tree, {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120,
+                          check=False, cwd=cwd, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {streams}-stream run failed: {done.stderr[-500:]}")
+    row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return row
+
+
+@contextmanager
+def worktree(rev: str) -> Iterator[tuple[str, Path]]:
+    """A detached ``git worktree`` of ``rev`` for the time of the block, and its short name."""
+    short = subprocess.run(["git", "rev-parse", "--short", rev], capture_output=True,
+                           text=True, check=False)
+    if short.returncode != 0:
+        raise ConfigError(f"--against {rev}: not a commit of this repository")
+    with tempfile.TemporaryDirectory(prefix="vidpipe-against-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), rev],
+                       check=True, capture_output=True)
+        try:
+            yield short.stdout.strip(), tree
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)],
+                           check=False, capture_output=True)
 
 
 if __name__ == "__main__":

@@ -84,15 +84,25 @@ def profile_table(report: dict[str, Any]) -> Table:
     return table
 
 
-def service_table(rows: list[dict[str, Any]]) -> Table:
+def service_table(rows: list[dict[str, Any]], cores: int = 1) -> Table:
     table = _table("The service: file streams played as 30 fps cameras",
-                   ["streams", "model", "fps", "fps/stream", "p50 ms", "p99 ms", "drops/s",
-                    "loads", "RSS MB"])
+                   ["code", "streams", "model", "fps", "fps/core", "fps/stream", "p50 ms",
+                    "p99 ms", "drops/s", "loads", "RSS MB", "MB/added"])
     table.caption = ("fps: processed, all streams; fps/stream: slowest - fastest; p50/p99: "
-                     "capture to result, the worst stream; loads: models loaded")
+                     "capture to result, the worst stream; loads: models loaded; MB/added: "
+                     "RSS over the same code's fewest streams, per added stream")
+    fewest: dict[str, dict[str, Any]] = {}
     for r in rows:
-        table.add_row(str(r["streams"]), r["model"], f"{r['fps_total']:.1f}",
+        code = r.get("code", "this")
+        if code not in fewest or r["streams"] < fewest[code]["streams"]:
+            fewest[code] = r
+    for r in rows:
+        base = fewest[r.get("code", "this")]
+        added = r["streams"] - base["streams"]
+        per_added = f"{(r['rss_mb'] - base['rss_mb']) / added:.0f}" if added else "-"
+        table.add_row(r.get("code", "this"), str(r["streams"]), r["model"],
+                      f"{r['fps_total']:.1f}", f"{r['fps_total'] / cores:.1f}",
                       f"{r['fps_per_stream_min']:.1f} - {r['fps_per_stream_max']:.1f}",
                       f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}", f"{r['drops_per_s']:.1f}",
-                      str(r["model_loads"]), f"{r['rss_mb']:.0f}")
+                      str(r["model_loads"]), f"{r['rss_mb']:.0f}", per_added)
     return table

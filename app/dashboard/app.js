@@ -8,7 +8,7 @@ const STAGES = ['decode', 'preprocess', 'infer', 'postprocess', 'sink'];
 const QUEUE_FEEDS = { decoded: 'preprocess', prepared: 'infer', inferred: 'postprocess',
   results: 'sink' };
 const DROP_LABELS = { dropped_full: 'queue full', dropped_stale: 'too old',
-  dropped_stopped: 'stopped', decode_error: 'decode error' };
+  dropped_stopped: 'stopped', decode_error: 'decode error', model_error: 'model error' };
 const POLL_MS = 1000;
 const SNAPSHOT_MS = 1000;
 const STALE_MS = 3500;
@@ -161,6 +161,36 @@ function renderDrops(stats, now) {
   $('batches').textContent = batches
     ? `inference batches: mean ${mean.toFixed(1)} frames · ${sizes.map(([k, c]) => `${k}×${c}`).join('  ')}`
     : '';
+}
+
+// ---- detectors ---------------------------------------------------------------------------
+function renderDetectors(stats) {
+  const box = $('detectors');
+  const detectors = stats.detectors || [];
+  if (!detectors.length) {
+    box.replaceChildren(el('p', 'empty',
+      'No detector loaded: it loads with the first stream that uses it.'));
+    return;
+  }
+  box.replaceChildren(...detectors.map((d) => {
+    const row = el('div', `detector ${d.state || 'up'}`);
+    row.dataset.testid = `detector-${d.model}@${d.device}`;
+    const sizes = Object.entries(d.batches);
+    const calls = sizes.reduce((n, [, c]) => n + c, 0);
+    const mean = calls ? sizes.reduce((n, [k, c]) => n + Number(k) * c, 0) / calls : 0;
+    const streams = el('span', 'dstreams', d.streams.length ? d.streams.join(', ') : 'no streams');
+    streams.dataset.testid = 'detector-streams';
+    const batches = el('span', 'dbatches', calls
+      ? `batches: mean ${mean.toFixed(1)} · ${sizes.map(([k, c]) => `${k}×${c}`).join('  ')}`
+      : 'no batch yet');
+    batches.dataset.testid = 'detector-batches';
+    const restarts = d.restarts ? ` · ${d.restarts} restart${d.restarts > 1 ? 's' : ''}` : '';
+    row.append(el('b', '', `${d.model} @ ${d.device}`),
+      el('span', 'dstate', `${d.state || 'up'} · ${d.fps.toFixed(1)} fps${restarts}`),
+      el('span', 'dcount', `${d.streams.length} stream${d.streams.length === 1 ? '' : 's'}:`),
+      streams, batches);
+    return row;
+  }));
 }
 
 function renderTotals(stats) {
@@ -349,6 +379,7 @@ function onStats(stats, via) {
   for (const s of stats.stages) record(history.stages, s.stage, s.work_ms, now);
   renderPipeline(stats, now);
   renderDrops(stats, now);
+  renderDetectors(stats);
   renderStreams(stats, now);
   renderTotals(stats);
 }

@@ -15,10 +15,16 @@ With ``queued`` > 0 (files), that many more batches are taken and their calls qu
 workers, so a worker starts the next batch as soon as it ends one (double buffering). A
 camera's pipeline queues none: a queued batch would wait out a whole inference, and its
 frames are the newest only when taken at the last moment.
+
+A call that fails is tried again one stream's batch at a time: the batches that fail alone
+are dropped as ``model_error`` for their streams (a frame the model cannot take costs its own
+stream that frame, not the others theirs); when none succeeds alone, the runtime itself is
+failing, and so does the stage.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -27,6 +33,9 @@ from pipelines.frame import Batch
 from pipelines.infer.runtime import Runtime
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage
+
+log = logging.getLogger(__name__)
+Inferred = tuple[list[Batch], list[tuple[Batch, str]]]  # results, and batches that failed (why)
 
 
 class InferStage(Stage[Batch, Batch]):
@@ -71,18 +80,40 @@ class InferStage(Stage[Batch, Batch]):
                 self.on_batch(size)
         return fresh
 
-    def process(self, items: list[Batch]) -> Batch:
-        return self.runtime.infer(items)
+    def process(self, items: list[Batch]) -> Inferred:
+        try:
+            return [self.runtime.infer(items)], []
+        except Exception as e:
+            if len(items) == 1:
+                raise
+            error = e
+        done: list[Batch] = []
+        failed: list[tuple[Batch, str]] = []
+        for item in items:  # which stream's frame did the model fail on?
+            try:
+                done.append(self.runtime.infer([item]))
+            except Exception as e:
+                failed.append((item, str(e)))
+        if not done:
+            raise error
+        return done, failed
 
-    def work_seconds(self, result: Batch, seconds: float) -> float | None:
+    def work_seconds(self, result: Inferred, seconds: float) -> float | None:
         # a device runtime only enqueues: postprocessing records its GPU time
         return None if self.runtime.timed_on_device else seconds
 
-    def outputs(self, items: list[Batch], result: Batch, seconds: float) -> list[Batch]:
+    def outputs(self, items: list[Batch], result: Inferred, seconds: float) -> list[Batch]:
+        done, failed = result
+        for batch, error in failed:
+            frame = batch.frames[0]
+            log.warning("the model failed on frame %d of stream %s (dropped as model_error): "
+                        "%s", frame.index, frame.stream_id, error)
+            self.prepared.drop(batch, "model_error")
         if not self.runtime.timed_on_device:
-            for frame in result.frames:
-                frame.timings["infer"] = seconds
-        return [result]
+            for batch in done:
+                for frame in batch.frames:
+                    frame.timings["infer"] = seconds
+        return done
 
     def close(self) -> None:
         super().close()

@@ -22,6 +22,7 @@ def media_root(small_clip, tmp_path):
 
 
 def client_for(media_root, **overrides):
+    overrides.setdefault("results_dir", media_root.parent / "results")
     config = ServiceConfig(media_roots=[media_root], **overrides)
     return TestClient(create_app(config))
 

@@ -88,6 +88,7 @@ def service(small_clip, tmp_path_factory):
     config = tmp_path / "service.yaml"
     config.write_text(yaml.safe_dump({
         "host": "127.0.0.1", "port": port, "media_roots": [str(media)],
+        "results_dir": str(tmp_path / "results"),
         "streams": [{"url": str(clip), "id": "cam"}],
     }))
     # The developer's own VIDPIPE_* settings (a token, a port) must not change the test.
@@ -161,6 +162,12 @@ def test_dashboard_shows_every_stage_and_adds_and_removes_streams(page, service)
     assert snapshot.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [320, 240]
     expect(page.get_by_test_id("stream-second-fps")).not_to_have_text(
         re.compile(r"^(–|0\.0)$"), timeout=15_000)
+    # Both streams share the one detector, which says so, with its batch sizes.
+    detector = page.get_by_test_id("detector-ssdlite-person@cpu")
+    expect(detector.get_by_test_id("detector-streams")).to_have_text("cam, second",
+                                                                     timeout=10_000)
+    expect(detector.get_by_test_id("detector-batches")).to_contain_text(
+        re.compile(r"batches: mean \d+\.\d · (\d+×\d+ *)+"))
 
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))

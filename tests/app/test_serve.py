@@ -26,8 +26,8 @@ def test_sigterm_drains_the_streams_and_exits_within_10_s(small_clip, tmp_path):
     (media / "cam.mp4").write_bytes(small_clip.read_bytes())
     port = free_port()
     config = tmp_path / "service.yaml"
-    config.write_text(f"media_roots: [{media}]\nstreams:\n  - url: {media / 'cam.mp4'}\n"
-                      "    id: cam\n")
+    config.write_text(f"media_roots: [{media}]\nresults_dir: {tmp_path / 'results'}\n"
+                      f"streams:\n  - url: {media / 'cam.mp4'}\n    id: cam\n")
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--config", str(config),
                              "--port", str(port)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

@@ -14,6 +14,7 @@ from pipelines.metrics import PipelineMetrics
 
 
 def _service(media, **keys) -> Service:
+    keys.setdefault("results_dir", media.parent / "results")
     config = ServiceConfig(media_roots=[media], model="shapes-yolo", **keys)
     return Service(config, PipelineMetrics())
 
@@ -121,3 +122,59 @@ def test_a_failed_detector_fails_its_streams_and_a_new_stream_gets_a_new_one(sma
     asyncio.run(main())
     for sid in ("a", "b"):
         assert service.metrics.received[sid] == sum(service.metrics.outcomes[sid].values())
+
+
+def test_a_rebuilt_detector_shows_restarting_then_up_and_its_streams_go_on(small_clip,
+                                                                          tmp_path,
+                                                                          monkeypatch):
+    from pipelines.backends import host_backends
+    from pipelines.decode.pyav import PyAVDecoder
+    from pipelines.restarts import RestartBudget
+    from pipelines.shared import SharedDetector
+    from tests.support.fakes import FAKE_SPEC, FakeBackend
+
+    class DiesOnce(FakeBackend):
+        calls = 0
+
+        def infer(self, feeds):
+            DiesOnce.calls += 1
+            if 20 <= DiesOnce.calls < 25:  # the retries of its frames alone fail too
+                raise RuntimeError("the runtime died")
+            return super().infer(feeds)
+
+    def open_fake(cls, name, model_path, spec, metrics, options):
+        def backends(backend):
+            return host_backends(lambda s: PyAVDecoder(s.video), backend, FAKE_SPEC)
+
+        return cls(name, backends(DiesOnce(0.002)), FAKE_SPEC, metrics, options, batch_size=2,
+                   reopen=lambda: backends(FakeBackend(0.002)),
+                   restarts=RestartBudget(first_delay_s=0.3))
+
+    monkeypatch.setattr(SharedDetector, "open", classmethod(open_fake))
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "cam.mp4").write_bytes(small_clip.read_bytes())
+    service = _service(media)
+    seen: list[str] = []
+
+    async def main() -> None:
+        async with service:
+            events = service.subscribe()
+            rt = await service.add_stream(StreamConfig(url=str(media / "cam.mp4"), id="a"))
+            await _until(lambda: rt.state == "restarting")
+            assert "the runtime died" in (rt.error or "")
+            assert 'vidpipe_stream_up{stream="a"} 0.0' in \
+                generate_latest(service.metrics.registry).decode()
+            await _until(lambda: rt.state == "up")
+            before = service.metrics.outcomes["a"]["processed"]
+            await _until(lambda: service.metrics.outcomes["a"]["processed"] > before + 10)
+            assert rt.error is None
+            while not events.empty():
+                seen.append(events.get_nowait()["stream"]["state"])
+
+    asyncio.run(main())
+    assert "restarting" in seen and seen.index("restarting") < len(seen) - 1
+    assert seen[seen.index("restarting") + 1] == "up"
+    outcomes = service.metrics.outcomes["a"]
+    assert outcomes["model_error"] > 0
+    assert service.metrics.received["a"] == sum(outcomes.values())

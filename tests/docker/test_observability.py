@@ -86,7 +86,8 @@ def service(small_clip, tmp_path_factory):
     clip = tmp / "media" / "cam.mp4"
     clip.write_bytes(small_clip.read_bytes())
     config = tmp / "service.yaml"
-    config.write_text(yaml.safe_dump({"media_roots": [str(clip.parent)], "streams": [
+    config.write_text(yaml.safe_dump({"media_roots": [str(clip.parent)],
+                                      "results_dir": str(tmp / "results"), "streams": [
         {"url": str(clip), "id": stream} for stream in STREAMS]}))
     base = f"http://127.0.0.1:{_free_port()}"
 

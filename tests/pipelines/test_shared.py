@@ -6,6 +6,7 @@ import asyncio
 from collections import Counter
 
 import pytest
+from prometheus_client import generate_latest
 
 from pipelines.backends import host_backends
 from pipelines.fair import FairChannel
@@ -142,3 +143,115 @@ def test_a_feed_stopped_mid_run_leaves_its_books_balanced():
     outcomes = metrics.outcomes["cam"]
     assert metrics.received["cam"] == sum(outcomes.values()) > 0, dict(outcomes)
     assert outcomes["processed"] > 0
+
+
+class _Dying(FakeBackend):
+    """Fails every call from its ``calls``-th on: a runtime that died."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__(seconds_per_frame=0.001)
+        self.calls = calls
+
+    def infer(self, feeds):
+        self.calls -= 1
+        if self.calls < 0:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return super().infer(feeds)
+
+
+def _detector(metrics, backend, *, reopen=None, budget=None, states=None) -> SharedDetector:
+    from pipelines.restarts import RestartBudget
+
+    return SharedDetector(
+        "fake@cpu", host_backends(lambda s: FakeDecoder(0.001), backend, FAKE_SPEC), FAKE_SPEC,
+        metrics, PipelineOptions(capacity=2), batch_size=2,
+        reopen=None if reopen is None else
+        (lambda: host_backends(lambda s: FakeDecoder(), reopen(), FAKE_SPEC)),
+        restarts=budget or RestartBudget(first_delay_s=0.05),
+        on_state=None if states is None else (lambda state, error: states.append(state)))
+
+
+def test_a_failed_detector_is_rebuilt_and_its_streams_go_on_with_every_frame_counted():
+    metrics = PipelineMetrics()
+    states: list[str] = []
+    detector = _detector(metrics, _Dying(calls=5), reopen=FakeBackend, states=states)
+    sinks = {s: ListSink() for s in "ab"}
+
+    async def stream(sid: str) -> None:
+        feed = detector.attach(FakeSource(sid, 60), [sinks[sid]], "block")
+        await feed.run()
+        await detector.detach(sid)
+
+    async def scenario() -> None:
+        await asyncio.gather(stream("a"), stream("b"))
+
+    _run(detector, scenario)
+    assert states == ["restarting", "up"]
+    lost = sum(metrics.outcomes[s]["model_error"] for s in "ab")
+    assert lost > 0
+    for sid in "ab":
+        outcomes = metrics.outcomes[sid]
+        assert outcomes["processed"] + outcomes["model_error"] == 60, dict(outcomes)
+        assert len(sinks[sid].results) == outcomes["processed"] > 30
+    text = generate_latest(metrics.registry).decode()
+    assert 'vidpipe_detector_restarts_total{device="cpu",model="fake"} 1.0' in text
+
+
+def test_a_detector_that_keeps_failing_stops_being_rebuilt():
+    from pipelines.restarts import RestartBudget
+
+    metrics = PipelineMetrics()
+    states: list[str] = []
+    detector = _detector(metrics, _Dying(calls=0), reopen=lambda: _Dying(calls=0),
+                         budget=RestartBudget(max_restarts=2, first_delay_s=0.01),
+                         states=states)
+
+    async def main() -> None:
+        running = asyncio.create_task(detector.run())
+        feed = detector.attach(FakeSource("cam", 10_000), [ListSink()], "block")
+        fed = asyncio.create_task(feed.run())
+        with pytest.raises(RuntimeError, match="illegal memory access"):
+            await asyncio.wait_for(running, 10)
+        await feed.stop(drain=False)
+        await asyncio.gather(fed, return_exceptions=True)
+        await detector.detach("cam", timeout_s=0.1)
+
+    try:
+        asyncio.run(main())
+    finally:
+        detector.release()
+    assert states == ["restarting", "up", "restarting", "up", "failed"]
+    assert metrics.received["cam"] == sum(metrics.outcomes["cam"].values())
+    assert metrics.outcomes["cam"]["model_error"] > 0
+
+
+def test_a_frame_the_model_cannot_take_costs_only_its_own_stream():
+    from pipelines.infer.runtime import HostRuntime
+
+    class Picky(HostRuntime):
+        def infer(self, batches):
+            if any(b.frames[0].stream_id == "bad" and b.frames[0].index % 10 == 3
+                   for b in batches):
+                raise RuntimeError("invalid input")
+            return super().infer(batches)
+
+    metrics = PipelineMetrics()
+    backends = host_backends(lambda s: FakeDecoder(), FakeBackend(0.001), FAKE_SPEC)
+    backends.runtime = Picky(FakeBackend(0.001), backends.input.name)
+    detector = SharedDetector("fake@cpu", backends, FAKE_SPEC, metrics,
+                              PipelineOptions(capacity=2), batch_size=4)
+    sinks = {s: ListSink() for s in ("good", "bad")}
+
+    async def stream(sid: str) -> None:
+        feed = detector.attach(FakeSource(sid, 40), [sinks[sid]], "block")
+        await feed.run()
+        await detector.detach(sid)
+
+    async def scenario() -> None:
+        await asyncio.gather(stream("good"), stream("bad"))
+
+    _run(detector, scenario)
+    assert metrics.outcomes["good"]["processed"] == 40
+    assert metrics.outcomes["bad"]["model_error"] == 4
+    assert [r.frame.index % 10 for r in sinks["bad"].results].count(3) == 0
+    assert metrics.outcomes["bad"]["processed"] == 36
