@@ -115,6 +115,11 @@ def run(
         "--live", help="Play files as cameras: paced at their frame rate, newest frame first "
         "(a detector slower than the clip drops frames, counted), to test a camera setup.")]
     = False,
+    max_lag_ms: Annotated[float, typer.Option(
+        "--max-lag-ms", min=1.0, help="Cameras: a stream whose decoding falls this far behind "
+        "skips to the next key frame (the frames skipped count as dropped_stale), so that its "
+        "latency stays bounded when there are more cameras than the cores can decode.")]
+    = 250.0,
     infer_threads: InferThreadsOpt = None,
     decode_threads: DecodeThreadsOpt = None,
     decode: DecodeOpt = "auto", preprocess: PreprocessOpt = "auto", runtime: RuntimeOpt = "auto",
@@ -134,7 +139,7 @@ def run(
         options = PipelineOptions(device=device, batch_size=batch_size,
                                   batch_timeout_ms=batch_timeout_ms, infer_threads=infer_threads,
                                   decode_threads=decode_threads, decode=decode,
-                                  preprocess=preprocess, runtime=runtime)
+                                  preprocess=preprocess, runtime=runtime, max_lag_ms=max_lag_ms)
         model_path, spec = resolve_model(model, output_format=format, classes=classes,
                                          input_size=_parse_size(input_size))
         log.info("model %s (%s, %d classes) from %s", spec.name, spec.output.format,

@@ -129,7 +129,8 @@ def _cpu_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
     for stage, name in (("decode", "pyav"), ("preprocess", "opencv"),
                         ("infer", "onnxruntime"), ("postprocess", "numpy")):
         report.record(stage, name, "cpu", fallback)
-    return StageBackends(lambda s: PyAVDecoder(s.video, threads=plan.decode, scale=scale),
+    return StageBackends(lambda s: PyAVDecoder(s.video, threads=plan.decode, scale=scale,
+                                               lazy=s.live),
                          lambda: OpenCVPreprocessor(spec.input),
                          HostRuntime(backend, info.name), HostPostprocessor(spec), info, plan)
 
@@ -230,7 +231,7 @@ def decoder_factory(device: torch.device, options: PipelineOptions, report: Back
                 report.record("decode", "pyav", "cpu", str(e))
         else:
             report.record("decode", "pyav", "cpu")
-        return PyAVDecoder(source.video, threads=cpu_threads)
+        return PyAVDecoder(source.video, threads=cpu_threads, lazy=source.live)
     return make
 
 

@@ -134,7 +134,8 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
         # Named by stream where one pipeline serves several; a named pipeline is one stream's.
         decoded = channel("decoded" if options.name else f"decoded/{source.stream_id}", policy)
         stages.append(DecodeStage(source, backends.decoder_for, decoded, metrics,
-                                  frame_limit=options.frame_limit))
+                                  frame_limit=options.frame_limit,
+                                  max_lag_s=options.max_lag_ms / 1000.0))
         stages.append(PreprocessStage(source.stream_id, backends.preprocessor_for(), decoded,
                                       prepared, metrics))
     inferred = channel("inferred")

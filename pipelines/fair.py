@@ -41,6 +41,7 @@ class FairChannel(Generic[T]):
         self._on_drop = on_drop
         self._queues: dict[str, deque[tuple[T, float]]] = {}
         self._policies: dict[str, DropPolicy] = {}
+        self._capacities: dict[str, int] = {}
         self._open: set[str] = set()  # streams whose producer has not closed its inlet
         self._order: list[str] = []  # round-robin order of the attached streams
         self._turn = 0
@@ -60,14 +61,19 @@ class FairChannel(Generic[T]):
     def streams(self) -> list[str]:
         return list(self._order)
 
-    def attach(self, stream: str, policy: DropPolicy) -> StreamInlet[T]:
-        """A queue for ``stream``; its producer puts into (and closes) the inlet returned."""
+    def attach(self, stream: str, policy: DropPolicy,
+               capacity: int | None = None) -> StreamInlet[T]:
+        """A queue for ``stream`` of ``capacity`` items (default: the channel's); its producer
+        puts into (and closes) the inlet returned."""
+        if capacity is not None and capacity < 1:
+            raise ValueError(f"stream {stream!r}: capacity must be >= 1, got {capacity}")
         if self._closed:
             raise ChannelClosed(f"channel {self.name!r} is closed")
         if stream in self._queues:
             raise ValueError(f"stream {stream!r} is attached to {self.name!r} already")
         self._queues[stream] = deque()
         self._policies[stream] = policy
+        self._capacities[stream] = capacity or self.capacity
         self._open.add(stream)
         self._order.append(stream)
         return StreamInlet(self, stream)
@@ -83,6 +89,7 @@ class FairChannel(Generic[T]):
         for item, _ in queue:
             self._drop(item, "dropped_stopped")
         self._policies.pop(stream, None)
+        self._capacities.pop(stream, None)
         self._open.discard(stream)
         if stream in self._order:
             index = self._order.index(stream)
@@ -98,14 +105,21 @@ class FairChannel(Generic[T]):
         if queue is None or stream not in self._open:
             raise ChannelClosed(f"put for stream {stream!r}, which is not attached to "
                                 f"{self.name!r}")
+        capacity = self._capacities[stream]
         if self._policies[stream] == "block":
-            while len(queue) >= self.capacity and stream in self._open:
+            while len(queue) >= capacity and stream in self._open:
                 await self._wait()
-        if len(queue) >= self.capacity:
+        if len(queue) >= capacity:
             evicted, _ = queue.popleft()
             self._drop(evicted, "dropped_full")
         queue.append((item, time.monotonic()))
         self._notify()
+
+    async def wait_for_room(self, stream: str) -> None:
+        """Until ``stream``'s queue has room (or the stream is closed or gone)."""
+        while (stream in self._open
+               and len(self._queues.get(stream, ())) >= self._capacities[stream]):
+            await self._wait()
 
     def close_stream(self, stream: str) -> None:
         """``stream``'s producer is done: no more puts; what it queued is still taken."""
@@ -180,6 +194,9 @@ class StreamInlet(Generic[T]):
 
     async def put(self, item: T) -> None:
         await self.channel.put(self.stream, item)
+
+    async def wait_for_room(self) -> None:
+        await self.channel.wait_for_room(self.stream)
 
     def close(self) -> None:
         self.channel.close_stream(self.stream)

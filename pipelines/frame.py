@@ -8,7 +8,7 @@ thing fails where it returns it, with a message that says what was expected.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,12 +23,19 @@ class DecodedPicture:
     """What a decoder hands the decode stage: (H, W, 3) uint8 RGB on the decoder's device,
     ready once ``ready`` (the CUDA event of the decoder's stream, or None) completes.
     ``source_size`` is the (width, height) decoded when the decoder already shrank ``image``
-    to the model's letterbox; None when ``image`` is full size."""
+    to the model's letterbox; None when ``image`` is full size. A live stream's CPU decoder
+    leaves ``image`` None and gives ``load``, which makes it: a frame that is dropped before
+    it is prepared is then never converted from YUV at all."""
 
-    image: torch.Tensor
+    image: torch.Tensor | None
     pts: float | None  # seconds
     source_size: tuple[int, int] | None = None
     ready: Any = None
+    load: Callable[[], torch.Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        if self.image is None and self.load is None:
+            raise ValueError("a DecodedPicture needs an image or a load to make it")
 
 
 @dataclass(slots=True)
@@ -52,6 +59,15 @@ class Frame:
     ready: Any = None
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds spent on it
     source_size: tuple[int, int] | None = None
+    load: Callable[[], torch.Tensor] | None = None  # makes ``image`` (DecodedPicture.load)
+
+    def materialize(self) -> None:
+        """Make ``image`` now if it was left to be made (``load``); the preparing stage calls
+        it, on its own thread, for the frames it prepares."""
+        if self.load is not None:
+            load, self.load = self.load, None
+            self.image = load()
+            self._check_image()
 
     def __post_init__(self) -> None:
         if self.index < 0:
@@ -60,6 +76,9 @@ class Frame:
                                              or min(self.source_size) <= 0):
             raise ValueError(f"Frame.source_size must be (width, height) > 0, got "
                              f"{self.source_size}")
+        self._check_image()
+
+    def _check_image(self) -> None:
         if self.image is not None:
             if not isinstance(self.image, torch.Tensor):
                 raise TypeError(f"Frame.image must be a torch.Tensor (wrap numpy with "
@@ -90,7 +109,7 @@ class Frame:
 
     def without_image(self) -> Frame:
         """The same frame's metadata, with the pixels released."""
-        return dataclasses.replace(self, image=None, ready=None)
+        return dataclasses.replace(self, image=None, ready=None, load=None)
 
 
 @dataclass(slots=True)

@@ -49,6 +49,8 @@ class PipelineSettings(BaseModel):
     precision: Precision = "fp16"  # torch runtime; an engine's precision is its own
     cuda_graphs: bool = True
     allow_cpu_fallback: bool = True  # no CUDA, or no GPU runtime: the CPU backends, logged
+    # live: a stream decoding this far behind its camera skips to the next key frame
+    max_lag_ms: float = Field(default=250.0, gt=0)
 
 
 class PipelineOptions(PipelineSettings):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from models.spec import ModelSpec
 from pipelines.channel import Channel
 from pipelines.fair import FairChannel
-from pipelines.frame import Batch, Result
+from pipelines.frame import Batch, Frame, Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.sinks.stage import Sink, SinkStage
 from pipelines.sources.url import redact_text
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 class RoutingSink:
-    def __init__(self, inputs: FairChannel[Batch], metrics: PipelineMetrics) -> None:
+    def __init__(self, inputs: FairChannel[Frame | Batch], metrics: PipelineMetrics) -> None:
         self._inputs = inputs
         self._metrics = metrics
         self.routes: dict[str, list[Sink]] = {}

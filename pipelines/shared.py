@@ -1,11 +1,13 @@
 """SharedDetector: one model on one device, shared by every stream that uses it.
 
-Like DeepStream's nvstreammux in front of one nvinfer, the streams' frames meet in one
-``FairChannel`` and are batched together by one inference stage; one postprocess stage and one
-sink stage follow, the sink routing each result to its stream's own sinks. The model is loaded
-once, however many streams attach. A stream attaches with its source: it gets a feed (its own
-decode and preprocess stages, a small Pipeline) that puts into its queue of the FairChannel,
-and runs and stops independently of the others; when it detaches, what it had in flight is
+Like DeepStream's nvstreammux in front of one nvinfer, the streams' decoded frames meet in
+one ``FairChannel`` and are batched together by one inference stage, which prepares the frames
+it takes just before it runs the model (a live stream's waiting frame is its newest, not one
+prepared a while ago); one postprocess stage and one sink stage follow,
+the sink routing each result to its stream's own sinks. The model is loaded once, however many
+streams attach. A stream attaches with its source: it gets a feed (its own decode stage, a
+small Pipeline) that puts into its queue of the FairChannel, and runs and stops independently
+of the others; when it detaches, what it had in flight is
 finished first and whatever could not be is counted as ``dropped_stopped``. The stages are
 the engine's own (``pipelines.build``): the device only chooses their backends.
 
@@ -31,13 +33,12 @@ from pipelines.build import account_drop, counted_channel, fitted_batch_size
 from pipelines.channel import DropPolicy
 from pipelines.decode.stage import DecodeStage, PacketSource
 from pipelines.fair import FairChannel
-from pipelines.frame import Batch
+from pipelines.frame import Batch, Frame
 from pipelines.infer.stage import InferStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
 from pipelines.postprocess.stage import PostprocessStage
-from pipelines.preprocess.stage import PreprocessStage
 from pipelines.restarts import RestartBudget
 from pipelines.routing import RoutingSink, SettlingSinkStage
 from pipelines.sinks.stage import Sink
@@ -46,8 +47,8 @@ from pipelines.stage import Stage, run_stage
 
 log = logging.getLogger(__name__)
 
-FEED_NICE = 10  # the streams' decode and preprocess threads yield the cores to the detector
 CALLS_PER_PLANNED = 2  # inference calls at once per call of the thread plan (see open)
+LIVE_QUEUED = 1  # decoded frames a live stream keeps waiting for the detector: the newest
 
 
 class SharedDetector:
@@ -70,8 +71,8 @@ class SharedDetector:
         self.reopen = reopen
         self.restarts = restarts or RestartBudget()
         self.on_state = on_state
-        self.inputs: FairChannel[Batch] = FairChannel(
-            f"{name}/prepared", options.capacity, lambda b: b.frames[0].stream_id,
+        self.inputs: FairChannel[Frame | Batch] = FairChannel(
+            f"{name}/decoded", options.capacity, _stream_of,
             on_drop=lambda item, cause: account_drop(metrics, item, cause))
         self.router = RoutingSink(self.inputs, metrics)
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
@@ -95,7 +96,8 @@ class SharedDetector:
                        batch_timeout_ms=self.options.batch_timeout_ms,
                        max_age_s=self.options.max_age_s,
                        workers=CALLS_PER_PLANNED * backends.plan.infer_workers,
-                       on_batch=self._count_batch),
+                       on_batch=self._count_batch,
+                       preprocessor_for=backends.preprocessor_for),
             PostprocessStage(backends.postprocessor, inferred, results, self.metrics,
                              keep_images=True),
             SettlingSinkStage(self.router, self.spec, results, self.metrics),
@@ -120,9 +122,11 @@ class SharedDetector:
         """The detector of ``model_path`` on ``options.device``: the model loaded here, once.
         Its thread plan is the throughput one (no streams to probe yet: inference-bound, every
         core, calls split where the threads split evenly), with ``CALLS_PER_PLANNED`` times its
-        calls at once, and the streams' feeds run at a lower priority (``FEED_NICE``): many
-        feeds' threads would otherwise take the cores from the few the detector has, and
-        decode frames it can only drop (measured: docs/BENCHMARKS.md, "The service")."""
+        calls at once. The feeds' decoders run at the detector's priority: a live stream is
+        current only if every frame of it is decoded (the frame after a skipped one does not
+        decode), and nothing else of a frame is done before the detector takes it; at a lower
+        priority they fell behind and skipped to key frames, which starved some streams
+        (measured: docs/BENCHMARKS.md, "The service")."""
         def reopen() -> StageBackends:
             return open_backends(model_path, spec, [], metrics, options, scale=None)
 
@@ -200,19 +204,16 @@ class SharedDetector:
         """The feed of ``source`` into this detector, its results to ``sinks``: a Pipeline of
         the stream's decode and preprocess stages, for the caller to run and stop."""
         stream = source.stream_id
-        # A live stream's newest frame wins before preprocessing, not after: its prepared
-        # queue blocks, so a frame is prepared only once the detector has room for it, and
-        # the decoded frames it could not take are replaced while still cheap.
-        inlet = self.inputs.attach(stream, "block")
-        decoded = counted_channel(self.metrics, f"{stream}/decoded",
-                                  1 if policy == "drop_oldest" else self.options.capacity, policy)
+        # A live stream's newest decoded frame waits for the detector, replaced by each newer
+        # one (drop_oldest, counted against the stream), and is prepared only when taken.
+        live = policy == "drop_oldest"
+        inlet = self.inputs.attach(stream, policy, capacity=LIVE_QUEUED if live else None)
         stages: list[Stage[Any, Any]] = [
-            DecodeStage(source, self.backends.decoder_for, decoded, self.metrics,
-                        frame_limit=self.options.frame_limit, nice=FEED_NICE),
-            PreprocessStage(stream, self.backends.preprocessor_for(), decoded, inlet,
-                            self.metrics, nice=FEED_NICE)]
+            DecodeStage(source, self.backends.decoder_for, inlet, self.metrics,
+                        frame_limit=self.options.frame_limit,
+                        max_lag_s=self.options.max_lag_ms / 1000.0)]
         self.router.routes[stream] = list(sinks)
-        feed = Pipeline(stages, [decoded], self.metrics, [stream], account_stopped=False)
+        feed = Pipeline(stages, [], self.metrics, [stream], account_stopped=False)
         self.feeds[stream] = feed
         return feed
 
@@ -254,3 +255,9 @@ class SharedDetector:
             if channel is not self.inputs:
                 self.metrics.unregister_channel(channel.name)
         self.channels = [self.inputs]
+
+
+def _stream_of(item: Frame | Batch) -> str:
+    """The stream an item of the detector's queue belongs to (a Frame, or once prepared a
+    Batch of one, as the inference stage drops it)."""
+    return item.stream_id if isinstance(item, Frame) else item.frames[0].stream_id

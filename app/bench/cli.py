@@ -75,15 +75,24 @@ def bench(
                   f"slower than their rates alone.")
     console.print(scaling_table(report["scaling"]))
     if live_seconds > 0:
-        camera = Path("build/demo/clip-camera.mp4") if source is None else clip
-        if source is None and not camera.is_file():
-            make_demo_clip(camera, camera_like=True)
+        camera = camera_clip(console) if source is None else clip
         report["live"] = live(camera, path, spec, options, duration_s=live_seconds)
         console.print(live_table(report["live"]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(report, indent=2, default=str))
     console.print(f"wrote {out / 'bench.json'}")
     return report
+
+
+CAMERA_CLIP = Path("build/demo/clip-camera.mp4")
+
+
+def camera_clip(console: Console) -> Path:
+    """The demo clip encoded as a camera sends it (no B-frames, a key frame every 2 s)."""
+    if not CAMERA_CLIP.is_file():
+        with console.status(f"making {CAMERA_CLIP} (the demo clip, encoded as a camera's)"):
+            make_demo_clip(CAMERA_CLIP, camera_like=True)
+    return CAMERA_CLIP
 
 
 def bench_service(console: Console, counts: str, source: Path | None, model: str | None,
@@ -94,7 +103,7 @@ def bench_service(console: Console, counts: str, source: Path | None, model: str
     from app.bench.service import run as run_service
     from app.bench.service import worktree
 
-    clip = source or ensure_demo_clip(Path("build/demo/clip.mp4"), console)
+    clip = source or camera_clip(console)
     name = model or "ssdlite-person"
     resolve_model(name)  # a bad model is one line here, not a failure in a subprocess
     what = f"the service with {counts} streams of {clip.name}, {seconds:g} s each"

@@ -64,7 +64,7 @@ async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[
                / wall for sid in ids}
         drops = {sid: {o: n - start[sid].get(o, 0) for o, n in metrics.outcomes[sid].items()
                        if o != "processed" and n > start[sid].get(o, 0)} for sid in ids}
-        latency = [metrics.latency[sid].quantiles((0.5, 0.99)) for sid in ids]
+        latency = [metrics.latency[sid].quantiles((0.5, 0.99), wall) for sid in ids]
         loads = sum(getattr(metrics, "model_loads", {}).values())  # older code: not counted
         memory = rss_mb()
     finally:

@@ -8,16 +8,23 @@ draws it at: one ``sws_scale`` converts YUV to RGB and shrinks in the same pass,
 converting every source pixel to RGB (1280x720 for a 320x180 picture) and resizing after.
 Only for pipelines whose sinks never need the full picture (``build.py`` decides).
 
-``RGBConverter`` keeps one swscale context per stream, on one thread. ``VideoFrame.to_ndarray``
-alone makes a new context for every frame, with a pool of threads sized to the machine:
-setting the filters and threads up again for each picture cost more than the conversion
-itself (docs/BENCHMARKS.md, "Measurements behind code choices").
+With ``lazy`` (a live stream), a picture is converted only when a stage asks for it
+(``Frame.materialize``, when it is prepared): most of a busy camera's frames are replaced by
+newer ones before the detector can take them, and converting them was a third of the cost of
+decoding (1.1 of 3.4 ms per 720p frame, docs/BENCHMARKS.md).
+
+``RGBConverter`` keeps one swscale context per stream, used by one thread at a time.
+``VideoFrame.to_ndarray`` alone makes a new context for every frame, with a pool of threads
+sized to the machine: setting the filters and threads up again for each picture cost more
+than the conversion itself (docs/BENCHMARKS.md, "Measurements behind code choices").
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 import av
 import numpy as np
@@ -65,9 +72,14 @@ class RGBConverter:
     def __init__(self, scale: ScaleTo | None = None) -> None:
         self.scale = scale
         self._sws = VideoReformatter()
+        self._lock = threading.Lock()  # lazy pictures are converted on the preparing threads
 
     def convert(self, frame: av.VideoFrame) -> tuple[np.ndarray, tuple[int, int] | None]:
         """The (H, W, 3) uint8 RGB picture, and the frame's (width, height) when scaled."""
+        with self._lock:
+            return self._convert(frame)
+
+    def _convert(self, frame: av.VideoFrame) -> tuple[np.ndarray, tuple[int, int] | None]:
         if self.scale is None:
             rgb = self._sws.reformat(frame, format="rgb24", threads=CONVERT_THREADS)
             return rgb.to_ndarray(), None
@@ -83,7 +95,7 @@ class PyAVDecoder:
     """Decode one video stream's packets. ``threads=0`` lets FFmpeg choose."""
 
     def __init__(self, stream: av.video.stream.VideoStream, *, threads: int = 0,
-                 scale: ScaleTo | None = None) -> None:
+                 scale: ScaleTo | None = None, lazy: bool = False) -> None:
         if threads < 0:
             raise ValueError(f"decoder threads must be >= 0, got {threads}")
         self._codec = stream.codec_context
@@ -91,6 +103,7 @@ class PyAVDecoder:
         self._codec.thread_count = threads
         self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
         self._rgb = RGBConverter(scale)
+        self.lazy = lazy
 
     def decode(self, packet: av.Packet | None) -> list[DecodedPicture]:
         """The pictures this packet completes (often none or one; several at a flush).
@@ -104,8 +117,14 @@ class PyAVDecoder:
 
     def _picture(self, frame: av.VideoFrame) -> DecodedPicture:
         pts = float(frame.pts * self._time_base) if frame.pts is not None else None
+        if self.lazy:
+            source = None if self._rgb.scale is None else (frame.width, frame.height)
+            return DecodedPicture(None, pts, source, load=partial(self._load, frame))
         image, source = self._rgb.convert(frame)
         return DecodedPicture(torch.from_numpy(image), pts, source)
+
+    def _load(self, frame: av.VideoFrame) -> torch.Tensor:
+        return torch.from_numpy(self._rgb.convert(frame)[0])
 
     def close(self) -> None:
         """Nothing to release: the codec context belongs to the source's container."""

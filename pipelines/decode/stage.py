@@ -3,6 +3,12 @@
 Every frame the stream delivers is counted as received here, and every one that fails to
 decode is counted as ``decode_error`` here, so the rest of the pipeline only has to account for
 the frames it was given.
+
+A live stream whose decoding falls more than ``max_lag_s`` behind its camera (the frame about
+to be decoded arrived that long ago: more cameras than the cores can decode) skips to the next
+key frame, and the frames it skipped count as ``dropped_stale``: decoding them would only
+make every later frame as late, and the frame after a key frame decodes whole. Without it the
+latency of such a stream grows without bound while a real camera keeps sending.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any, Protocol
 
 import av
 
-from pipelines.channel import Channel
+from pipelines.channel import Output
 from pipelines.errors import ChannelClosed, DecodeError
 from pipelines.frame import DecodedPicture, Frame
 from pipelines.metrics import PipelineMetrics
@@ -63,6 +69,7 @@ class DecodeStep:
     captured_at: float
     pictures: list[DecodedPicture] = field(default_factory=list)
     errors: int = 0
+    skipped: int = 0  # packets not decoded: the stream was behind, waiting for a key frame
     ended: bool = False
     decode_s: float = 0.0  # time in the decoder: waiting for a live source's packets is not work
 
@@ -74,9 +81,9 @@ class DecodeStage(Stage[int, Frame]):
     its next frame, so it gets one picture per call and no read-ahead."""
 
     def __init__(self, source: PacketSource, make_decoder: Callable[[Any], PictureDecoder],
-                 output: Channel[Frame], metrics: PipelineMetrics, *,
+                 output: Output[Frame], metrics: PipelineMetrics, *,
                  frame_limit: int | None = None, pictures_per_call: int | None = None,
-                 nice: int = 0) -> None:
+                 nice: int = 0, max_lag_s: float | None = None) -> None:
         if pictures_per_call is None:
             pictures_per_call = 1 if source.live else FILE_READ_AHEAD
         if pictures_per_call < 1:
@@ -97,6 +104,11 @@ class DecodeStage(Stage[int, Frame]):
         self._index = 0  # the next frame's index: pictures and errors both count
         self._kept = 0  # pictures kept to be handed on: ``decoded`` once they all are
         self._ended = False
+        if max_lag_s is not None and max_lag_s <= 0:
+            raise ValueError(f"max lag must be > 0 s, got {max_lag_s}")
+        self.max_lag_s = max_lag_s if source.live else None
+        self._skipping = False
+        self.skipped = 0  # packets skipped to catch up with the camera
 
     async def next_items(self) -> list[int]:
         """How many pictures the next call asks for; ChannelClosed once the stream ended, the
@@ -125,10 +137,11 @@ class DecodeStage(Stage[int, Frame]):
         pictures = result.pictures
         if self.frame_limit is not None:
             pictures = pictures[:self.frame_limit - self._kept]
-        first = self._index
+        first = self._index + result.skipped  # a live call's skips come before its picture
         self._kept += len(pictures)
-        self._index += len(pictures) + result.errors
+        self._index += len(pictures) + result.errors + result.skipped
         self._count_errors(result.errors)
+        self._count_skipped(result.skipped)
         if result.ended:
             self._ended = True
             self._count_missing()
@@ -138,7 +151,7 @@ class DecodeStage(Stage[int, Frame]):
                           result.captured_at if arrived is None else arrived, picture.image,
                           ready=picture.ready,
                           timings={"decode": result.decode_s / len(result.pictures)},
-                          source_size=picture.source_size)
+                          source_size=picture.source_size, load=picture.load)
             self.decoded += 1
             self.metrics.frame_received(self.stream_id)
             yield frame
@@ -160,6 +173,9 @@ class DecodeStage(Stage[int, Frame]):
         step = DecodeStep(captured_at=time.monotonic())
         for packet in self._packets:
             step.captured_at = time.monotonic()  # the packet is here: a live frame's capture
+            if self._behind(packet, step.captured_at):
+                step.skipped += 1
+                continue
             decoder = self._current_decoder()
             start = time.perf_counter()
             try:
@@ -173,6 +189,33 @@ class DecodeStage(Stage[int, Frame]):
                 return step
         step.ended = True
         return step
+
+    def _behind(self, packet: av.Packet | None, now: float) -> bool:
+        """Whether to skip ``packet``: the stream is waiting for a key frame, or this packet
+        arrived more than ``max_lag_s`` ago (and is not a key frame)."""
+        if self.max_lag_s is None or packet is None or getattr(packet, "is_keyframe", True):
+            self._skipping = False
+            return False
+        if self._skipping:
+            return True
+        if packet.pts is None or packet.time_base is None:
+            return False
+        arrived = self.source.arrival_time(float(packet.pts * packet.time_base))
+        if arrived is None or now - arrived <= self.max_lag_s:
+            return False
+        self._skipping = True
+        (log.info if not self.skipped else log.debug)(
+            "%s: decoding is %.0f ms behind the camera (more than %.0f ms): skipping to the "
+            "next key frame, the frames skipped counted as dropped_stale", self.stream_id,
+            1000 * (now - arrived), 1000 * self.max_lag_s)
+        return True
+
+    def _count_skipped(self, count: int) -> None:
+        if count:
+            for _ in range(count):
+                self.metrics.frame_received(self.stream_id)
+            self.skipped += count
+            self.metrics.frame_outcome(self.stream_id, "dropped_stale", count)
 
     def _current_decoder(self) -> PictureDecoder:
         """The decoder for the source's current connection (made anew after a reconnect)."""

@@ -38,6 +38,8 @@ class PreprocessStage(Stage[Frame, Batch]):
 
     def process(self, items: list[Frame]) -> list[Batch]:
         """A Batch of one per frame (the inference stage batches across streams)."""
+        for frame in items:
+            frame.materialize()  # a live stream's picture is converted here, if it was left
         return [self.preprocessor.prepare(frame) for frame in items]
 
     def outputs(self, items: list[Frame], result: list[Batch], seconds: float) -> list[Batch]:

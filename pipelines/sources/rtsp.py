@@ -24,6 +24,7 @@ from typing import Any, Literal
 import av
 
 from pipelines.errors import ConfigError, SourceError
+from pipelines.sources.clock import ArrivalClock
 from pipelines.sources.url import redact, redact_text, validate_rtsp_url
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class RtspSource:
         self._closing = threading.Event()
         self._reader: threading.Thread | None = None  # the thread that iterates packets()
         self._io = threading.Lock()  # around every call into the container
+        self._clock = ArrivalClock()
 
     @property
     def video(self) -> av.video.stream.VideoStream:
@@ -115,8 +117,9 @@ class RtspSource:
         return self._video  # type: ignore[no-any-return]
 
     def arrival_time(self, pts: float | None) -> float | None:
-        """None: a live frame counts as captured when it is decoded, moments after arrival."""
-        return None
+        """When the camera sent the frame at ``pts``, from its timestamps (``ArrivalClock``):
+        a frame that waited in buffers because the reader fell behind shows as that old."""
+        return self._clock.arrival(pts)
 
     def packets(self) -> Iterator[av.Packet]:
         """Video packets, forever: connect, read until the connection breaks or stalls, wait
@@ -176,6 +179,8 @@ class RtspSource:
                 if packet.stream_index == video_index:
                     last_video = now
                     delivered += 1
+                    if packet.pts is not None and packet.time_base is not None:
+                        self._clock.observe(float(packet.pts * packet.time_base), now)
                     yield packet
                     self._reader = threading.current_thread()
                 elif now - last_video > self.stall_timeout_s:
@@ -206,6 +211,7 @@ class RtspSource:
                 return "the stream has no video track"
             self._container, self._video = container, container.streams.video[0]
             self._demuxer = container.demux()  # every track: stall means no *video*
+            self._clock.reset()
         self.epoch += 1
         if self._ever_up:
             self.reconnects += 1

@@ -153,7 +153,8 @@ def make_demo_clip(path: Path, *, seconds: float = 20.0, fps: int = 30,
     """Write the person / no-person demo clip (H.264 MP4) and its ``.truth.json``; return path.
 
     ``camera_like`` encodes as a live camera does — no B-frames, so no frame waits in the decoder
-    for a later one — which a live-latency benchmark needs."""
+    for a later one, and a key frame every 2 s (a common camera default) — which a live
+    benchmark needs."""
     path = Path(path)
     _check_size(size)
     frame_count = round(seconds * fps)
@@ -251,6 +252,7 @@ def encode(path: Path, frames: Iterable[np.ndarray], *, fps: int, size: tuple[in
     options = _encoder_options(codec)
     if camera_like and codec == "h264":
         options["tune"] = "zerolatency"
+        options["g"] = str(2 * fps)  # cameras send a key frame every 1-2 s, x264 every 250
     with av.open(str(path), "w") as container:
         stream = container.add_stream(ENCODERS[codec], rate=fps, options=options)
         if not isinstance(stream, av.VideoStream):  # cannot happen; tells the type checker

@@ -255,3 +255,19 @@ def test_a_frame_the_model_cannot_take_costs_only_its_own_stream():
     assert metrics.outcomes["bad"]["model_error"] == 4
     assert [r.frame.index % 10 for r in sinks["bad"].results].count(3) == 0
     assert metrics.outcomes["bad"]["processed"] == 36
+
+
+def test_a_live_stream_keeps_only_its_newest_frame_waiting():
+    fair, dropped = _fair(capacity=4)
+
+    async def main() -> list:
+        live = fair.attach("cam", "drop_oldest", capacity=1)
+        file = fair.attach("file", "block")
+        for i in range(3):
+            await live.put(("cam", i))
+            await file.put(("file", i))
+        return [item for item, _ in await fair.get_batch(8, 0.0)]
+
+    taken = asyncio.run(main())
+    assert taken == [("cam", 2), ("file", 0), ("file", 1), ("file", 2)]
+    assert dropped == [(("cam", 0), "dropped_full"), (("cam", 1), "dropped_full")]
