@@ -102,7 +102,8 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
 
     @app.get("/api/streams/{stream_id}/snapshot.jpg")
     async def snapshot(stream_id: str) -> Response:
-        jpeg = _stream(service, stream_id).outputs.snapshot.jpeg
+        snapshot = _stream(service, stream_id).outputs.snapshot
+        jpeg = await asyncio.to_thread(lambda: snapshot.jpeg)  # drawn and encoded when read
         if jpeg is None:
             raise HTTPException(404, f"stream {stream_id!r} has no frame yet")
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})

@@ -1,15 +1,15 @@
 """SharedDetector: one model on one device, shared by every stream that uses it.
 
 Like DeepStream's nvstreammux in front of one nvinfer, the streams' decoded frames meet in
-one ``FairChannel`` and are batched together by one inference stage, which prepares the frames
-it takes just before it runs the model (a live stream's waiting frame is its newest, not one
-prepared a while ago); one postprocess stage and one sink stage follow,
-the sink routing each result to its stream's own sinks. The model is loaded once, however many
-streams attach. A stream attaches with its source: it gets a feed (its own decode stage, a
-small Pipeline) that puts into its queue of the FairChannel, and runs and stops independently
-of the others; when it detaches, what it had in flight is
-finished first and whatever could not be is counted as ``dropped_stopped``. The stages are
-the engine's own (``pipelines.build``): the device only chooses their backends.
+one ``FairChannel`` and are batched together by one inference stage, which prepares the
+frames it takes just before it runs the model (a live stream's waiting frame is its newest,
+not one prepared a while ago); one postprocess stage and one sink stage follow, the sink
+routing each result to its stream's own sinks. The model is loaded once, however many streams
+attach. A stream attaches with its source: it gets a feed (its own decode stage, a small
+Pipeline) that puts into its queue of the FairChannel, and runs and stops independently of
+the others; when it detaches, what it had in flight is finished first and whatever could not
+be is counted as ``dropped_stopped``. The stages are the engine's own (``pipelines.build``):
+the device only chooses their backends.
 
 A shared stage that fails fails the detector, not its streams: the frames it had taken are
 counted as ``model_error`` for their streams, the model is loaded again after a backoff
@@ -99,7 +99,7 @@ class SharedDetector:
                        on_batch=self._count_batch,
                        preprocessor_for=backends.preprocessor_for),
             PostprocessStage(backends.postprocessor, inferred, results, self.metrics,
-                             keep_images=True),
+                             keep_images=True, workers=backends.plan.infer_workers),
             SettlingSinkStage(self.router, self.spec, results, self.metrics),
         ]
 

@@ -29,6 +29,7 @@ from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
 
 WARM_UP_S = 3.0
+KEY_FRAME_SPREAD_S = 2.0  # the camera clip's key frame interval: streams start spread over it
 
 
 def rss_mb() -> float:
@@ -52,8 +53,9 @@ async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[
     ids = [f"cam{k}" for k in range(streams)]
     await service.start()  # not ``async with``: the same file runs in a worktree of older code
     try:
-        for sid in ids:
+        for sid in ids:  # started apart, so that their key frames are too, as cameras' are
             await service.add_stream(StreamConfig(url=str(clip), id=sid))
+            await asyncio.sleep(KEY_FRAME_SPREAD_S / streams)
         await asyncio.sleep(WARM_UP_S)
         start = {sid: dict(metrics.outcomes[sid]) for sid in ids}
         batches = dict(metrics.batch_sizes)

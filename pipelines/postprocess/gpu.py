@@ -208,6 +208,8 @@ class TorchPostprocessor:
     (and so the inference has finished) the batch's GPU time, measured between the
     inference's CUDA events, is handed back as the ``infer`` stage's work time."""
 
+    concurrent = False  # one CUDA stream of its own
+
     def __init__(self, spec: ModelSpec, device: torch.device) -> None:
         self.spec = spec
         self.stream = torch.cuda.Stream(device=device) if device.type == "cuda" else None
