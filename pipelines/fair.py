@@ -115,12 +115,6 @@ class FairChannel(Generic[T]):
         queue.append((item, time.monotonic()))
         self._notify()
 
-    async def wait_for_room(self, stream: str) -> None:
-        """Until ``stream``'s queue has room (or the stream is closed or gone)."""
-        while (stream in self._open
-               and len(self._queues.get(stream, ())) >= self._capacities[stream]):
-            await self._wait()
-
     def close_stream(self, stream: str) -> None:
         """``stream``'s producer is done: no more puts; what it queued is still taken."""
         self._open.discard(stream)
@@ -194,9 +188,6 @@ class StreamInlet(Generic[T]):
 
     async def put(self, item: T) -> None:
         await self.channel.put(self.stream, item)
-
-    async def wait_for_room(self) -> None:
-        await self.channel.wait_for_room(self.stream)
 
     def close(self) -> None:
         self.channel.close_stream(self.stream)

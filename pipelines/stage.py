@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import os
-import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,15 +32,13 @@ class Worker:
     """The thread (or ``threads`` threads) that runs a stage's calls, and times them. One
     thread runs one call at a time; with more, as many calls run at once."""
 
-    def __init__(self, name: str, threads: int = 1, *, nice: int = 0) -> None:
+    def __init__(self, name: str, threads: int = 1) -> None:
         if threads < 1:
             raise ValueError(f"worker threads must be >= 1, got {threads}")
         self.name = name
         self.threads = threads
-        self.nice = nice
         self._executor = ThreadPoolExecutor(max_workers=threads,
-                                            thread_name_prefix=f"vidpipe-{name}",
-                                            initializer=_lower_priority, initargs=(nice,))
+                                            thread_name_prefix=f"vidpipe-{name}")
 
     async def run(self, fn: Callable[..., R], *args: object) -> tuple[R, float]:
         """Run ``fn(*args)`` on the worker thread; return its result and the seconds it took
@@ -57,12 +53,6 @@ class Worker:
     def close(self) -> None:
         """Wait for the call in progress, if any, then end the thread. Idempotent."""
         self._executor.shutdown(wait=True, cancel_futures=True)
-
-
-def _lower_priority(nice: int) -> None:
-    """Give the calling thread (Linux: a thread has a nice value of its own) ``nice`` more."""
-    if nice > 0:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
 class Stage(abc.ABC, Generic[In, Out]):
@@ -80,7 +70,7 @@ class Stage(abc.ABC, Generic[In, Out]):
     def __init__(self, name: str, metrics: PipelineMetrics, *, input: Input[In] | None,
                  output: Output[Out] | None, worker_name: str | None = None,
                  threads: int = 1, take_at_once: int = 1, take_timeout_s: float = 0.0,
-                 calls_at_once: int = 1, call_ahead: bool = False, nice: int = 0) -> None:
+                 calls_at_once: int = 1, call_ahead: bool = False) -> None:
         if take_at_once < 1:
             raise ValueError(f"items per call must be >= 1, got {take_at_once}")
         if calls_at_once < 1:
@@ -93,7 +83,7 @@ class Stage(abc.ABC, Generic[In, Out]):
         self.take_timeout_s = take_timeout_s
         self.calls_at_once = calls_at_once
         self.call_ahead = call_ahead
-        self.worker = Worker(worker_name or name, threads, nice=nice)
+        self.worker = Worker(worker_name or name, threads)
         self._stopping = False
         metrics.register_stage(name, threads)  # busy fractions are per thread
 

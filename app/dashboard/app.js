@@ -155,12 +155,17 @@ function renderDrops(stats, now) {
     chip.append(el('span', '', DROP_LABELS[cause] || cause), el('b', '', ` ${n}`), pct);
     return chip;
   }), el('span', 'rate', rate > 0 ? `${rate.toFixed(1)}/s now` : 'none in the last second'));
-  const sizes = Object.entries(stats.batch_sizes);
-  const batches = sizes.reduce((n, [, c]) => n + c, 0);
-  const mean = batches ? sizes.reduce((n, [k, c]) => n + Number(k) * c, 0) / batches : 0;
-  $('batches').textContent = batches
-    ? `inference batches: mean ${mean.toFixed(1)} frames · ${sizes.map(([k, c]) => `${k}×${c}`).join('  ')}`
-    : '';
+  const batches = batchSummary(stats.batch_sizes);
+  $('batches').textContent = batches ? `inference batches (frames): ${batches}` : '';
+}
+
+// "mean M · size×count ...", or '' before the first batch: {"<size>": count} as the API gives it.
+function batchSummary(counts) {
+  const sizes = Object.entries(counts);
+  const calls = sizes.reduce((n, [, c]) => n + c, 0);
+  if (!calls) return '';
+  const mean = sizes.reduce((n, [k, c]) => n + Number(k) * c, 0) / calls;
+  return `mean ${mean.toFixed(1)} · ${sizes.map(([k, c]) => `${k}×${c}`).join('  ')}`;
 }
 
 // ---- detectors ---------------------------------------------------------------------------
@@ -175,14 +180,10 @@ function renderDetectors(stats) {
   box.replaceChildren(...detectors.map((d) => {
     const row = el('div', `detector ${d.state || 'up'}`);
     row.dataset.testid = `detector-${d.model}@${d.device}`;
-    const sizes = Object.entries(d.batches);
-    const calls = sizes.reduce((n, [, c]) => n + c, 0);
-    const mean = calls ? sizes.reduce((n, [k, c]) => n + Number(k) * c, 0) / calls : 0;
+    const summary = batchSummary(d.batches);
     const streams = el('span', 'dstreams', d.streams.length ? d.streams.join(', ') : 'no streams');
     streams.dataset.testid = 'detector-streams';
-    const batches = el('span', 'dbatches', calls
-      ? `batches: mean ${mean.toFixed(1)} · ${sizes.map(([k, c]) => `${k}×${c}`).join('  ')}`
-      : 'no batch yet');
+    const batches = el('span', 'dbatches', summary ? `batches: ${summary}` : 'no batch yet');
     batches.dataset.testid = 'detector-batches';
     const restarts = d.restarts ? ` · ${d.restarts} restart${d.restarts > 1 ? 's' : ''}` : '';
     row.append(el('b', '', `${d.model} @ ${d.device}`),

@@ -83,14 +83,13 @@ class DecodeStage(Stage[int, Frame]):
     def __init__(self, source: PacketSource, make_decoder: Callable[[Any], PictureDecoder],
                  output: Output[Frame], metrics: PipelineMetrics, *,
                  frame_limit: int | None = None, pictures_per_call: int | None = None,
-                 nice: int = 0, max_lag_s: float | None = None) -> None:
+                 max_lag_s: float | None = None) -> None:
         if pictures_per_call is None:
             pictures_per_call = 1 if source.live else FILE_READ_AHEAD
         if pictures_per_call < 1:
             raise ValueError(f"pictures per call must be >= 1, got {pictures_per_call}")
         super().__init__("decode", metrics, input=None, output=output,
-                         worker_name=f"decode-{source.stream_id}", call_ahead=not source.live,
-                         nice=nice)
+                         worker_name=f"decode-{source.stream_id}", call_ahead=not source.live)
         self.pictures_per_call = pictures_per_call
         self.source = source
         self._make_decoder = make_decoder

@@ -30,10 +30,9 @@ class PreprocessStage(Stage[Frame, Batch]):
     hand-over costs the event loop a future, a wake-up and a callback."""
 
     def __init__(self, stream_id: str, preprocessor: Preprocessor, input: Channel[Frame],
-                 output: Output[Batch], metrics: PipelineMetrics, *, nice: int = 0) -> None:
+                 output: Output[Batch], metrics: PipelineMetrics) -> None:
         super().__init__("preprocess", metrics, input=input, output=output,
-                         worker_name=f"preprocess-{stream_id}", take_at_once=TAKE_AT_ONCE,
-                         nice=nice)
+                         worker_name=f"preprocess-{stream_id}", take_at_once=TAKE_AT_ONCE)
         self.preprocessor = preprocessor
 
     def process(self, items: list[Frame]) -> list[Batch]:

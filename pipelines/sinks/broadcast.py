@@ -97,20 +97,14 @@ class ResultBroadcast(ClosingSink):
             subscription.put(line)
 
     def close(self, commit: bool = True) -> None:
-        """The stream has ended: readers get what is queued, then the end."""
-        def end() -> None:
-            self.closed = True
-            for subscription in self._subscriptions:
-                subscription.close()
-            self._subscriptions.clear()
+        """The stream has ended: readers get what is queued, then the end. The end goes
+        through the loop's queue too, from any thread, so it follows every line the sink
+        thread handed over before it."""
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._end)
 
-        if self._loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop:
-            end()
-        else:
-            self._loop.call_soon_threadsafe(end)
+    def _end(self) -> None:
+        self.closed = True
+        for subscription in self._subscriptions:
+            subscription.close()
+        self._subscriptions.clear()

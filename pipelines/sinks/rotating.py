@@ -76,18 +76,21 @@ class RotatingJsonlSink(ClosingSink):
             self._fd = -1
 
 
+def _numbered(directory: Path) -> list[tuple[int, Path]]:
+    """The rotated files of ``directory`` with their numbers, oldest first."""
+    return sorted((int(m.group(1)), p) for p in directory.iterdir()
+                  if (m := _NUMBERED.match(p.name)))
+
+
 def next_number(directory: Path) -> int:
     """The number the next rotated file gets: one past the highest there."""
-    numbers = [int(m.group(1)) for p in directory.iterdir()
-               if (m := _NUMBERED.match(p.name))]
-    return max(numbers, default=0) + 1
+    numbered = _numbered(directory)
+    return numbered[-1][0] + 1 if numbered else 1
 
 
 def result_files(directory: Path) -> list[Path]:
     """A stream's result files, oldest first: the numbered ones, then the current one."""
-    numbered = sorted((int(m.group(1)), p) for p in directory.iterdir()
-                      if (m := _NUMBERED.match(p.name)))
-    files = [p for _, p in numbered]
+    files = [p for _, p in _numbered(directory)]
     if (directory / CURRENT).exists():
         files.append(directory / CURRENT)
     return files
