@@ -19,7 +19,7 @@ from rich.logging import RichHandler
 
 from app import __version__
 from app.bench.cli import bench as run_bench
-from app.bench.cli import bench_service
+from app.bench.cli import bench_against, bench_service
 from app.bench.cli import profile as run_profile
 from app.config import load_config
 from app.demo import ensure_demo_clip, score_run
@@ -123,6 +123,12 @@ def run(
     infer_threads: InferThreadsOpt = None,
     decode_threads: DecodeThreadsOpt = None,
     decode: DecodeOpt = "auto", preprocess: PreprocessOpt = "auto", runtime: RuntimeOpt = "auto",
+    decode_scaled: Annotated[bool, typer.Option(
+        "--decode-scaled", help="CPU: decode straight to the model's input size (one FFmpeg "
+        "pass instead of a full-size RGB picture and a resize). Faster, but FFmpeg's filters "
+        "are not the card's: the model sees other pixels and may find other boxes; measure "
+        "it first with `vidpipe model check MODEL --video CLIP --decode-scaled`. Ignored with "
+        "--annotate.")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
 ) -> None:
@@ -139,7 +145,8 @@ def run(
         options = PipelineOptions(device=device, batch_size=batch_size,
                                   batch_timeout_ms=batch_timeout_ms, infer_threads=infer_threads,
                                   decode_threads=decode_threads, decode=decode,
-                                  preprocess=preprocess, runtime=runtime, max_lag_ms=max_lag_ms)
+                                  preprocess=preprocess, runtime=runtime, max_lag_ms=max_lag_ms,
+                                  decode_scaled=decode_scaled)
         model_path, spec = resolve_model(model, output_format=format, classes=classes,
                                          input_size=_parse_size(input_size))
         log.info("model %s (%s, %d classes) from %s", spec.name, spec.output.format,
@@ -160,15 +167,20 @@ def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the clip and the run.")]
     = Path("build/demo"),
     seed: Annotated[int, typer.Option("--seed", help="Seed of the generated clip.")] = 0,
+    hard: Annotated[bool, typer.Option(
+        "--hard", help="The harder clip instead (clip-hard.mp4): turned, zoomed photographs "
+        "with photographs inset on them, people smaller in some shots.")] = False,
 ) -> None:
     """Make the 20 s demo clip (people and no people, from scikit-image's photos), run the
     shipped person detector on it, and score every frame against the clip's ground truth."""
     _configure_logging("info")
-    clip = ensure_demo_clip(out / "clip.mp4", console, seed)
+    name = "clip-hard.mp4" if hard else "clip.mp4"
+    clip = ensure_demo_clip(out / name, console, seed, hard=hard)
     try:
         model_path, spec = resolve_model(None)
         with RunProgress(console) as progress:
-            _, _, outputs = run_files([clip], model_path, spec, out / "run", PipelineOptions(),
+            _, _, outputs = run_files([clip], model_path, spec,
+                                      out / ("run-hard" if hard else "run"), PipelineOptions(),
                                       annotate=True, on_progress=progress.update)
     except VidpipeError as e:
         _fail(str(e))
@@ -204,8 +216,10 @@ def bench(
     seconds: Annotated[float, typer.Option(
         "--seconds", min=1.0, help="With --service: how long each count is measured.")] = 10.0,
     against: Annotated[str | None, typer.Option(
-        "--against", help="With --service: run each count on this commit too (a git "
-        "worktree of it), alternating, to compare in one run (e.g. --against 00f3544).")]
+        "--against", help="Compare with this commit (a git worktree of it), alternating, in "
+        "one run: `vidpipe run`'s default pipeline on both, per variant (--reps runs each, "
+        "--frames each), or with --service each stream count on both (e.g. --against "
+        "00f3544).")]
     = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
@@ -219,6 +233,8 @@ def bench(
     try:
         if service is not None:
             bench_service(console, service, source, model, seconds, out, against)
+        elif against is not None:
+            bench_against(console, against, source, model, reps, frames, out)
         else:
             run_bench(console, quick, source, model, streams, reps, frames, live_seconds, out)
     except VidpipeError as e:

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from pipelines.sources.synthetic import load_truth, make_demo_clip, truth_path
+from pipelines.sources.synthetic import load_truth, make_demo_clip, make_hard_clip, truth_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,17 +34,19 @@ class PersonScore:
         return self.false_hits / self.empty_frames if self.empty_frames else float("nan")
 
 
-def ensure_demo_clip(clip: Path, console: Console, seed: int = 0) -> Path:
-    """The demo clip at ``clip``, made unless it and its truth file already exist (the truth is
-    written last, so a clip whose making was interrupted is made again)."""
+def ensure_demo_clip(clip: Path, console: Console, seed: int = 0, *,
+                     hard: bool = False) -> Path:
+    """The demo clip (``hard``: the harder one) at ``clip``, made unless it and its truth file
+    already exist (the truth is written last, so a clip whose making was interrupted is made
+    again)."""
     if clip.is_file() and truth_path(clip).is_file():
         return clip
     clip.parent.mkdir(parents=True, exist_ok=True)
+    make = make_hard_clip if hard else make_demo_clip
     with Progress(console=console) as progress:
-        task = progress.add_task("making the demo clip", total=None)
-        make_demo_clip(clip, seed=seed,
-                       progress=lambda done, total: progress.update(task, completed=done,
-                                                                    total=total))
+        task = progress.add_task(f"making the {'harder ' if hard else ''}demo clip", total=None)
+        make(clip, seed=seed,
+             progress=lambda done, total: progress.update(task, completed=done, total=total))
     return clip
 
 

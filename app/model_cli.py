@@ -8,6 +8,7 @@
     vidpipe model quantize build/shapes --calib c.mp4    INT8 QDQ, best calibration method kept
     vidpipe model optimize build/shapes --calib c.mp4    all of it, one table, a loss gate
     vidpipe model build-engine build/shapes --precision int8    TensorRT engine, cached
+    vidpipe model check ssdlite-person --video c.mp4    pipeline input and boxes vs reference
 
 Mounted in ``app.cli`` with ``cli.add_typer(model, name="model")``; the commands that make a
 model fast are in ``app.model_speed_cli`` and ``app.model_engine_cli``. Bad input (a model
@@ -24,6 +25,7 @@ from typing import Annotated
 
 import typer
 
+from app.model_check_cli import check
 from app.model_common import console, fail, print_scores, render_then_steps, train_progress
 from app.model_engine_cli import build_engine
 from app.model_eval import LabelsError, reference_truth, score_against, score_clips
@@ -182,6 +184,6 @@ def evaluate(
     console.print(f"wrote {path}")
 
 
-for command in (prune, quantize, optimize):
+for command in (prune, quantize, optimize, check):
     model.command()(command)
 model.command("build-engine")(build_engine)

@@ -16,6 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from models.errors import ModelError
 
 OutputFormat = Literal["yolov8", "yolov5", "ssd"]
+# How a picture is resized to the model's input: the filter the model was trained with.
+# Bilinear is what Ultralytics, the TF Object Detection API and torchvision detectors use.
+Interpolation = Literal["bilinear", "area", "nearest", "bicubic"]
+INTERPOLATIONS: tuple[str, ...] = ("bilinear", "area", "nearest", "bicubic")
 OUTPUT_FORMATS: tuple[str, ...] = ("yolov8", "yolov5", "ssd")
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
 DEFAULT_MODEL = "ssdlite-person"
@@ -37,6 +41,7 @@ class InputSpec(_Strict):
     dtype: Literal["float32", "uint8"] = "float32"
     color: Literal["RGB", "BGR"] = "RGB"
     resize: Literal["letterbox", "stretch"] = "letterbox"
+    interpolation: Interpolation = "bilinear"  # every backend resizes with this filter
     pad_value: int = Field(default=114, ge=0, le=255)
     # float inputs: x = (pixel / 255 - mean) / std, per channel in ``color`` order
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)

@@ -96,10 +96,16 @@ def fitted_batch_size(wanted: int, backends: StageBackends, model_path: Path) ->
 
 def decoder_scale(spec: ModelSpec, sinks: Sequence[Sink],
                   options: PipelineOptions) -> ScaleTo | None:
-    """The size CPU decoders shrink pictures to: the model's letterbox, unless a sink draws on
-    the full pictures (annotated video, the live feed) or ``options`` turn it off."""
+    """The size CPU decoders shrink pictures to: full size (None), unless ``options`` ask for
+    the model's letterbox and no sink draws on the full pictures (annotated video, the live
+    feed). The scaled path changes the model's input (FFmpeg's filters are not the card's):
+    only on request, and said in the log."""
     if not options.decode_scaled or any(s.wants_images for s in sinks):
         return None
+    log.warning("decoding at the model's input size (--decode-scaled): faster, but FFmpeg's "
+                "%s filter is not OpenCV's, so the model sees other pixels than its card's "
+                "preprocessing gives; `vidpipe model check MODEL --video CLIP --decode-scaled` "
+                "measures what it changes", spec.input.interpolation)
     return ScaleTo.for_input(spec.input)
 
 
@@ -143,7 +149,7 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
     stages.append(InferStage(backends.runtime, prepared, inferred, metrics,
                              batch_size=batch_size, batch_timeout_ms=options.batch_timeout_ms,
                              max_age_s=options.max_age_s, workers=backends.plan.infer_workers,
-                             queued=0 if live else 1))
+                             queued=0 if live else 1, input_tap=options.input_tap))
     keep_images = any(s.wants_images for s in sinks)
     stages.append(PostprocessStage(backends.postprocessor, inferred, results, metrics,
                                    keep_images=keep_images))

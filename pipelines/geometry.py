@@ -16,16 +16,6 @@ import numpy as np
 
 ResizeMode = Literal["letterbox", "stretch"]
 
-# Below this scale a bilinear filter skips source pixels (aliasing); an area filter averages
-# them. Every CPU resize of a picture (FFmpeg's in the decoder, OpenCV's) follows this rule.
-AREA_BELOW = 0.5
-
-
-def wants_area_filter(src_size: tuple[int, int], dst_size: tuple[int, int]) -> bool:
-    """Whether shrinking ``src_size`` to ``dst_size`` (width, height) should average pixels."""
-    return min(dst_size[0] / src_size[0], dst_size[1] / src_size[1]) < AREA_BELOW
-
-
 @dataclass(frozen=True, slots=True)
 class Letterbox:
     """How one source image was placed into the model input."""

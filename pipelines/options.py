@@ -59,12 +59,15 @@ class PipelineOptions(PipelineSettings):
 
     policy: DropPolicy | None = None  # None: block for files, drop_oldest for live sources
     capacity: int = Field(default=8, ge=1)  # items per channel
-    # decode straight to the model's letterbox size when no sink needs the full picture
-    decode_scaled: bool = True
+    # decode straight to the model's letterbox size when no sink needs the full picture:
+    # faster, but FFmpeg's filters change what the model sees (docs/MODELS.md); opt-in
+    decode_scaled: bool = False
     max_age_s: float | None = None  # live: drop frames older than this at inference
     frame_limit: int | None = Field(default=None, ge=1)  # stop each stream after this many
     name: str = ""  # prefix of channel names, where several pipelines share one registry
     torch_model: Any = None  # nn.Module, TorchScript or .pt2 path; default: beside the ONNX
+    # called with each Batch as the model gets it, on the inference thread (model check)
+    input_tap: Any = None
 
     def __init__(self, **values: Any) -> None:
         try:

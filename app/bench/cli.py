@@ -16,6 +16,7 @@ from app.bench.compare import compare, live, scaling
 from app.bench.machine import core_speed_all_busy, machine
 from app.bench.profile import profile as run_profile
 from app.bench.tables import (
+    against_table,
     compare_table,
     live_table,
     profile_table,
@@ -115,6 +116,29 @@ def bench_service(console: Console, counts: str, source: Path | None, model: str
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine(), "clip": str(clip),
                                                 "service": rows}, indent=2))
+    console.print(f"wrote {out / 'bench.json'}")
+    return rows
+
+
+def bench_against(console: Console, against: str, source: Path | None, model: str | None,
+                  reps: int, frames: int | None, out: Path) -> list[dict[str, Any]]:
+    """``vidpipe bench --against REV``: the default pipeline of this code and of REV, side by
+    side per variant of the model (``app.bench.against``)."""
+    from app.bench.against import compare_codes
+    from app.bench.service import worktree
+
+    clip = source or ensure_demo_clip(Path("build/demo/clip.mp4"), console)
+    name = model or "ssdlite-person"
+    variants = list(model_variants(name))
+    with worktree(against) as other, console.status(
+            f"vidpipe run's default pipeline on {clip.name}: this code and {other[0]}, "
+            f"{reps} runs each, {', '.join(variants)}"):
+        rows = compare_codes(name, clip, variants, other, reps=reps, frames=frames)
+    console.print(against_table(rows))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"machine": machine(), "clip": str(clip),
+                                                "model": name, "reps": reps,
+                                                "against": rows}, indent=2, default=str))
     console.print(f"wrote {out / 'bench.json'}")
     return rows
 

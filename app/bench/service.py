@@ -107,15 +107,23 @@ def run(counts: list[int], model: str, clip: Path, seconds: float,
 def _measure_in_process(streams: int, model: str, clip: Path, seconds: float,
                         tree: Path | None) -> dict[str, Any]:
     args = [str(streams), model, str(clip.resolve()), str(seconds)]
-    if tree is None:
-        argv, cwd, env = [sys.executable, "-m", "app.bench.service", *args], None, None
-    else:  # this file, with the other tree's modules first (-P: not this file's folder)
-        argv = [sys.executable, "-P", str(Path(__file__).resolve()), *args]
-        cwd, env = tree, {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120,
-                          check=False, cwd=cwd, env=env)
+    try:
+        return run_in_tree(Path(__file__), args, tree, seconds + 120)
+    except RuntimeError as e:
+        raise RuntimeError(f"the {streams}-stream run failed: {e}") from None
+
+
+def run_in_tree(script: Path, args: list[str], tree: Path | None,
+                timeout_s: float) -> dict[str, Any]:
+    """Run a measuring ``script`` in a fresh process, with this code's modules or, given a
+    ``tree``, that tree's modules first (-P: not the script's own folder); its last line of
+    output is a JSON object."""
+    modules = tree or Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-P", str(script.resolve()), *args],
+                          capture_output=True, text=True, timeout=timeout_s, check=False,
+                          cwd=tree, env={**os.environ, "PYTHONPATH": str(modules)})
     if done.returncode != 0:
-        raise RuntimeError(f"the {streams}-stream run failed: {done.stderr[-500:]}")
+        raise RuntimeError(done.stderr[-500:])
     row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return row
 

@@ -106,3 +106,15 @@ def service_table(rows: list[dict[str, Any]], cores: int = 1) -> Table:
                       f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}", f"{r['drops_per_s']:.1f}",
                       str(r["model_loads"]), f"{r['rss_mb']:.0f}", per_added)
     return table
+
+
+def against_table(rows: list[dict[str, Any]]) -> Table:
+    other = rows[0]["against"] if rows else "other"
+    table = _table(f"vidpipe run's default pipeline: this code against {other} (median fps)",
+                   ["model", "", "fps this", f"fps {other}", "x", "CPU ms/frame this",
+                    f"CPU ms/frame {other}"])
+    for r in rows:
+        table.add_row(r["variant"], "", f"{r['fps_this']:.1f}", f"{r['fps_against']:.1f}",
+                      f"{r['ratio']:.2f}" if r["ratio"] else "-",
+                      f"{r['cpu_ms_per_frame_this']:.2f}", f"{r['cpu_ms_per_frame_against']:.2f}")
+    return table

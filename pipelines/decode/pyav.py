@@ -6,7 +6,10 @@ threads of its own beyond FFmpeg's internal ones (``threads``).
 With a ``ScaleTo``, each picture leaves FFmpeg already at the size the model's letterbox
 draws it at: one ``sws_scale`` converts YUV to RGB and shrinks in the same pass, instead of
 converting every source pixel to RGB (1280x720 for a 320x180 picture) and resizing after.
-Only for pipelines whose sinks never need the full picture (``build.py`` decides).
+FFmpeg's filters are not OpenCV's (its bilinear averages when it shrinks, and it scales the
+chroma planes on their own): on photographs the model input differs from the reference
+preprocessing's by up to 106 grey levels (docs/MODELS.md, "What the model sees"), so it is
+off unless the user asks for it (``--decode-scaled``, ``build.py``).
 
 With ``lazy`` (a live stream), a picture is converted only when a stage asks for it
 (``Frame.materialize``, when it is prepared): most of a busy camera's frames are replaced by
@@ -31,10 +34,13 @@ import numpy as np
 import torch
 from av.video.reformatter import VideoReformatter
 
-from models.spec import InputSpec
+from models.spec import InputSpec, Interpolation
 from pipelines.errors import DecodeError
 from pipelines.frame import DecodedPicture
-from pipelines.geometry import Letterbox, ResizeMode, wants_area_filter
+from pipelines.geometry import Letterbox, ResizeMode
+
+# The card's ``input.interpolation`` as swscale filters: the nearest FFmpeg has to each.
+SWS_FILTERS = {"bilinear": "BILINEAR", "area": "AREA", "nearest": "POINT", "bicubic": "BICUBIC"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,7 @@ class ScaleTo:
 
     input_size: tuple[int, int]  # (width, height) of the model input
     mode: ResizeMode = "letterbox"
+    interpolation: Interpolation = "bilinear"
 
     def __post_init__(self) -> None:
         if len(self.input_size) != 2 or min(self.input_size) <= 0:
@@ -51,7 +58,7 @@ class ScaleTo:
     @classmethod
     def for_input(cls, spec: InputSpec) -> ScaleTo:
         """Pictures the size ``spec``'s letterbox draws them at."""
-        return cls((spec.width, spec.height), spec.resize)
+        return cls((spec.width, spec.height), spec.resize, spec.interpolation)
 
     def size_for(self, source: tuple[int, int]) -> tuple[int, int]:
         """(width, height) of a ``source`` picture once scaled into the letterbox."""
@@ -86,7 +93,7 @@ class RGBConverter:
         source = (frame.width, frame.height)
         width, height = self.scale.size_for(source)
         rgb = self._sws.reformat(frame, width=width, height=height, format="rgb24",
-                                 interpolation=_filter(source, (width, height)),
+                                 interpolation=SWS_FILTERS[self.scale.interpolation],
                                  threads=CONVERT_THREADS)
         return rgb.to_ndarray(), source
 
@@ -129,7 +136,3 @@ class PyAVDecoder:
     def close(self) -> None:
         """Nothing to release: the codec context belongs to the source's container."""
 
-
-def _filter(source: tuple[int, int], size: tuple[int, int]) -> str:
-    """FFmpeg's scaling filter: the same choice as the OpenCV preprocessor's resize."""
-    return "AREA" if wants_area_filter(source, size) else "BILINEAR"

@@ -88,7 +88,8 @@ class InferStage(Stage[Batch | Frame, Batch]):
                  batch_timeout_ms: float = 10.0, max_age_s: float | None = None,
                  workers: int = 1, queued: int = 0,
                  on_batch: Callable[[int], None] | None = None,
-                 preprocessor_for: Callable[[], Preprocessor] | None = None) -> None:
+                 preprocessor_for: Callable[[], Preprocessor] | None = None,
+                 input_tap: Callable[[Batch], None] | None = None) -> None:
         if workers < 1:
             raise ValueError(f"inference workers must be >= 1, got {workers}")
         if queued < 0:
@@ -106,6 +107,7 @@ class InferStage(Stage[Batch | Frame, Batch]):
         self.max_age_s = max_age_s
         self.queued = queued
         self.on_batch = on_batch  # hears each batch's size (a shared detector's own counts)
+        self.input_tap = input_tap  # sees each batch as the model gets it (model check)
         self._preprocessors = None if preprocessor_for is None else _Preprocessors(
             preprocessor_for)
         if self._preprocessors is not None:
@@ -133,6 +135,9 @@ class InferStage(Stage[Batch | Frame, Batch]):
         start = time.perf_counter()
         batches = self._batches(items)
         prepared_s = time.perf_counter() - start
+        if self.input_tap is not None:
+            for batch in batches:
+                self.input_tap(batch)
         try:
             return Inferred([self.runtime.infer(batches)], prepared_s=prepared_s)
         except Exception as e:

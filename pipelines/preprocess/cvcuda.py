@@ -4,8 +4,8 @@ written into the batch tensor on the stage's CUDA stream.
 Per frame, on one stream (``cvcuda.as_stream`` wraps the stage's torch stream, so CV-CUDA
 operators and torch operations are ordered on it without any wait):
 
-1. ``cvcuda.resize_into``: the picture to its letterboxed size (``Interp.AREA`` when shrinking
-   below half, ``Interp.LINEAR`` otherwise: OpenCVPreprocessor's choice);
+1. ``cvcuda.resize_into``: the picture to its letterboxed size with the card's filter
+   (``CVCUDA_FILTERS``: the ``cvcuda.Interp`` of each OpenCV filter);
 2. ``cvcuda.copymakeborder_into``: into the model-size canvas, ``Border.CONSTANT`` with the
    card's ``pad_value`` around it (the canvas size gives the bottom and right bands);
 3. ``cvcuda.convertto_into``: uint8 to float32 with ``scale = gain`` and ``offset = -bias``
@@ -40,6 +40,10 @@ from pipelines.cuda import (
 )
 from pipelines.frame import Batch, Frame
 from pipelines.geometry import Letterbox
+
+# The card's ``input.interpolation`` as ``cvcuda.Interp`` names (OpenCV's filters on the GPU).
+CVCUDA_FILTERS = {"bilinear": "LINEAR", "area": "AREA", "nearest": "NEAREST",
+                  "bicubic": "CUBIC"}
 
 
 class CvCudaPreprocessor:
@@ -103,8 +107,7 @@ class CvCudaPreprocessor:
         new_w, new_h = letterbox.resized
         source = cv.as_tensor(image.contiguous().unsqueeze(0), "NHWC")
         resized = torch.empty((1, new_h, new_w, 3), dtype=torch.uint8, device=self.device)
-        shrink = min(letterbox.scale_x, letterbox.scale_y)
-        interp = cv.Interp.AREA if shrink < 0.5 else cv.Interp.LINEAR
+        interp = getattr(cv.Interp, CVCUDA_FILTERS[self.spec.interpolation])
         cv.resize_into(cv.as_tensor(resized, "NHWC"), source, interp, stream=stream)
         direct = self.spec.dtype == "uint8" and self.spec.layout == "NHWC" \
             and self.spec.color == "RGB"

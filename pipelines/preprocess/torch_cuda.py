@@ -5,11 +5,11 @@ It is the GPU preprocessing that runs wherever torch has CUDA (CV-CUDA is faster
 always installed), and it reproduces OpenCV's arithmetic closely enough to be checked against
 it pixel by pixel:
 
-- ``cv2.INTER_LINEAR`` samples at half-pixel centres and clamps at the borders; that is
-  ``F.interpolate(mode="bilinear", align_corners=False)``.
-- ``cv2.INTER_AREA`` (used when shrinking below half size) averages each output pixel's
-  footprint with fractional weights at its edges; torch's "area" mode does not, so it is done
-  as two matrix products with OpenCV's weights (``area_weights``), which the GPU does fast.
+- The resize is the card's OpenCV filter (``reference.OPENCV_FILTERS``) as two matrix
+  products, ``Wy @ X @ Wx^T``: every one of OpenCV's filters is linear and separable, so its
+  weights are read off by resizing an identity matrix with it (``resize_weights``), which
+  gives OpenCV's own border handling, half-pixel centres and area edges, and the GPU does
+  the products fast. (torch's bilinear would match too, but its "area" and "bicubic" do not.)
 - The resized picture is rounded to uint8 like OpenCV's canvas, then ``pixel * gain - bias``
   runs in float32 as two separate operations, like the numpy code, so results match exactly
   apart from the last bit of a rounding.
@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
-import torch.nn.functional as F  # noqa: N812
 
 from models.spec import InputSpec
 from pipelines.cuda import (
@@ -39,6 +39,7 @@ from pipelines.cuda import (
 )
 from pipelines.frame import Batch, Frame
 from pipelines.geometry import Letterbox
+from pipelines.preprocess.reference import OPENCV_FILTERS
 
 
 class TorchPreprocessor:
@@ -113,16 +114,19 @@ class TorchPreprocessor:
         x0, y0 = int(letterbox.pad_x), int(letterbox.pad_y)
         canvas = torch.full((3, h, w), float(self.spec.pad_value), device=self.device)
         pixels = image.permute(2, 0, 1).float()
-        shrink = min(letterbox.scale_x, letterbox.scale_y)
-        if shrink < 0.5:  # as OpenCVPreprocessor: INTER_AREA when shrinking a lot
-            resized = _area_resize(pixels, new_w, new_h)
-        else:
-            resized = F.interpolate(pixels[None], size=(new_h, new_w), mode="bilinear",
-                                    align_corners=False)[0]
+        resized = self._resize(pixels, new_w, new_h)
         canvas[:, y0:y0 + new_h, x0:x0 + new_w] = resized.round_().clamp_(0, 255)
         if self.spec.color == "BGR":
             canvas = canvas.flip(0)
         return canvas
+
+    def _resize(self, pixels: torch.Tensor, new_w: int, new_h: int) -> torch.Tensor:
+        """(C, H, W) float -> (C, new_h, new_w) with the card's OpenCV filter."""
+        _, h, w = pixels.shape
+        interpolation = self.spec.interpolation
+        wy = resize_weights(h, new_h, interpolation).to(pixels.device)
+        wx = resize_weights(w, new_w, interpolation).to(pixels.device)
+        return torch.matmul(torch.matmul(wy, pixels), wx.T)
 
     def _write(self, canvas: torch.Tensor, out: torch.Tensor) -> None:
         """Canvas (3, H, W) into its slot ``out`` in the model's dtype and layout."""
@@ -140,33 +144,18 @@ class TorchPreprocessor:
             self._staging.close()
 
 
-def _area_resize(pixels: torch.Tensor, new_w: int, new_h: int) -> torch.Tensor:
-    """(C, H, W) float -> (C, new_h, new_w) with cv2.INTER_AREA's weights, as Wy @ X @ Wx^T."""
-    _, h, w = pixels.shape
-    wy = area_weights(h, new_h).to(pixels.device)
-    wx = area_weights(w, new_w).to(pixels.device)
-    return torch.matmul(torch.matmul(wy, pixels), wx.T)
+def resize_weights(src: int, dst: int, interpolation: str) -> torch.Tensor:
+    """(dst, src) float32 matrix of OpenCV's ``interpolation`` weights along one axis:
+    row ``d`` holds how much each source pixel adds to output pixel ``d``."""
+    if src <= 0 or dst <= 0:
+        raise ValueError(f"resize weights need positive sizes, got src={src} dst={dst}")
+    return _weights(src, dst, interpolation)
 
 
 @lru_cache(maxsize=64)
-def area_weights(src: int, dst: int) -> torch.Tensor:
-    """(dst, src) float32 matrix of OpenCV's INTER_AREA weights for shrinking ``src`` to
-    ``dst`` pixels: each output pixel covers ``src / dst`` input pixels, partial ones at its
-    edges weighted by the part covered (resize.cpp, computeResizeAreaTab)."""
-    if not 0 < dst <= src:
-        raise ValueError(f"area weights shrink: need 0 < dst <= src, got src={src} dst={dst}")
-    scale = src / dst
-    weights = np.zeros((dst, src), dtype=np.float64)
-    for d in range(dst):
-        start = d * scale
-        end = start + scale
-        cell = min(scale, src - start)
-        first = min(int(np.ceil(start)), src - 1)
-        last = min(int(np.floor(end)), src - 1)
-        first = min(first, last)
-        if first - start > 1e-3:
-            weights[d, first - 1] = (first - start) / cell
-        weights[d, first:last] = 1.0 / cell
-        if end - last > 1e-3:
-            weights[d, last] = min(min(end - last, 1.0), cell) / cell
-    return torch.from_numpy(weights.astype(np.float32))
+def _weights(src: int, dst: int, interpolation: str) -> torch.Tensor:
+    # Resizing the identity's columns (height src -> dst, width kept) gives column j = the
+    # response to a unit impulse at source pixel j.
+    impulses = np.eye(src, dtype=np.float32)
+    weights = cv2.resize(impulses, (src, dst), interpolation=OPENCV_FILTERS[interpolation])
+    return torch.from_numpy(np.ascontiguousarray(weights.reshape(dst, src)))

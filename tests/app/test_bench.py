@@ -122,3 +122,20 @@ def test_bench_service_runs_each_stream_count_in_its_own_process(small_clip, tmp
     rows = json.loads((tmp_path / "bench.json").read_text())["service"]
     assert [r["streams"] for r in rows] == [1, 2]
     assert all(r["fps_total"] > 0 and r["model_loads"] == 1 and r["rss_mb"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_bench_against_a_commit_runs_both_codes_default_pipelines(small_clip, tmp_path):
+    code, output = vidpipe("bench", "--against", "HEAD", "--reps", 1, "--frames", 8,
+                           "--source", small_clip, "--out", tmp_path)
+    assert code == 0, output
+    (row,) = json.loads((tmp_path / "bench.json").read_text())["against"]
+    assert row["variant"] == "fp32" and row["fps_this"] > 0 and row["fps_against"] > 0
+    assert [r["frames"] for r in row["runs"]["this"]] == [8]
+    assert [r["frames"] for r in row["runs"][row["against"]]] == [8]
+
+
+def test_bench_against_what_is_not_a_commit_is_one_line(small_clip, tmp_path):
+    code, output = vidpipe("bench", "--against", "no-such-rev", "--source", small_clip,
+                           "--out", tmp_path)
+    assert code == 2 and "not a commit" in output

@@ -13,7 +13,8 @@ from pipelines.cuda import library_available, new_stream, record_ready
 from pipelines.errors import DeviceError
 from pipelines.frame import Frame
 from pipelines.preprocess.opencv import OpenCVPreprocessor
-from pipelines.preprocess.torch_cuda import TorchPreprocessor, area_weights
+from pipelines.preprocess.reference import OPENCV_FILTERS
+from pipelines.preprocess.torch_cuda import TorchPreprocessor, resize_weights
 from tests.gpu.agreement import need
 
 SPECS = {
@@ -23,6 +24,10 @@ SPECS = {
     "uint8-nhwc": InputSpec(width=300, height=300, layout="NHWC", dtype="uint8"),
     "stretch-nhwc": InputSpec(width=256, height=192, layout="NHWC", resize="stretch"),
     "uint8-nchw": InputSpec(width=320, height=256, dtype="uint8"),
+    "area": InputSpec(width=320, height=320, interpolation="area"),
+    "nearest": InputSpec(width=320, height=320, interpolation="nearest"),
+    "bicubic-nhwc": InputSpec(width=300, height=300, layout="NHWC", dtype="uint8",
+                              interpolation="bicubic"),
 }
 SIZES = [(1920, 1080), (1280, 720), (320, 240), (400, 160), (641, 479), (100, 300)]
 
@@ -58,13 +63,15 @@ def test_torch_preprocessing_matches_opencv_on_the_cpu(name, size):
     assert diff.mean() <= 0.15
 
 
-@pytest.mark.parametrize(("src", "dst"), [(1080, 320), (1920, 640), (999, 333), (7, 3), (5, 5)])
-def test_area_weights_are_opencvs(src, dst):
-    weights = area_weights(src, dst).numpy().astype(np.float64)
+@pytest.mark.parametrize("interpolation", sorted(OPENCV_FILTERS))
+@pytest.mark.parametrize(("src", "dst"), [(1080, 320), (1920, 640), (999, 333), (7, 3), (5, 5),
+                                          (180, 300)])
+def test_resize_weights_are_opencvs(src, dst, interpolation):
+    weights = resize_weights(src, dst, interpolation).numpy().astype(np.float64)
     assert np.allclose(weights.sum(axis=1), 1.0, atol=1e-5)
-    ramp = np.tile(np.arange(src, dtype=np.float32) * 200 / src, (4, 1))
-    expected = cv2.resize(ramp, (dst, 4), interpolation=cv2.INTER_AREA)[0]
-    assert np.allclose(weights @ ramp[0], expected, atol=1e-3)
+    signal = np.random.default_rng(src).uniform(0, 255, (src, 4)).astype(np.float32)
+    expected = cv2.resize(signal, (4, dst), interpolation=OPENCV_FILTERS[interpolation])
+    assert np.allclose(weights @ signal, expected, atol=1e-3)
 
 
 def test_a_batch_keeps_frame_order_and_letterboxes():

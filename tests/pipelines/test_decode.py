@@ -17,7 +17,7 @@ from pipelines.channel import Channel
 from pipelines.decode.pyav import PyAVDecoder, RGBConverter, ScaleTo
 from pipelines.decode.stage import FILE_READ_AHEAD, DecodeStage
 from pipelines.frame import Frame
-from pipelines.geometry import Letterbox, wants_area_filter
+from pipelines.geometry import Letterbox
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.preprocess.opencv import OpenCVPreprocessor
@@ -79,11 +79,12 @@ class _WantsImages(ListSink):
     wants_images = True
 
 
-def test_pictures_are_decoded_full_size_when_a_sink_draws_on_them() -> None:
+def test_pictures_are_decoded_full_size_unless_asked_and_no_sink_draws_on_them() -> None:
     spec = FAKE_SPEC
-    assert decoder_scale(spec, [ListSink()], PipelineOptions()) == ScaleTo((32, 32))
-    assert decoder_scale(spec, [ListSink(), _WantsImages()], PipelineOptions()) is None
-    assert decoder_scale(spec, [ListSink()], PipelineOptions(decode_scaled=False)) is None
+    assert decoder_scale(spec, [ListSink()], PipelineOptions()) is None  # fidelity first
+    scaled = PipelineOptions(decode_scaled=True)
+    assert decoder_scale(spec, [ListSink()], scaled) == ScaleTo((32, 32))
+    assert decoder_scale(spec, [ListSink(), _WantsImages()], scaled) is None
 
 
 class _LiveSource(FakeSource):
@@ -193,9 +194,8 @@ def test_the_kept_converter_gives_what_a_fresh_conversion_gives_across_size_chan
         image, source = convert.convert(frame)
         size = Letterbox.fit((width, height), (96, 96)).resized
         assert source == (width, height) and image.shape == (size[1], size[0], 3)
-        area = wants_area_filter((width, height), size)
         fresh = frame.to_ndarray(width=size[0], height=size[1], format="rgb24",
-                                 interpolation="AREA" if area else "BILINEAR")
+                                 interpolation="BILINEAR")
         assert np.array_equal(image, fresh)
         image, source = full.convert(frame)
         assert source is None and np.array_equal(image, frame.to_ndarray(format="rgb24"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -179,13 +180,20 @@ def test_strided_frame_image_is_read_correctly() -> None:
     assert torch.equal(pre.prepare(Frame("cam", 0, None, 0.0, view)).tensor, expected)
 
 
-def test_shrinking_averages_thin_lines_instead_of_dropping_them() -> None:
-    """A 4x shrink of one-pixel lines every 4 columns must keep their mean brightness."""
+def test_the_cards_filter_decides_how_a_picture_shrinks() -> None:
+    """A 4x shrink of one-pixel lines every 4 columns: ``area`` keeps their mean brightness,
+    ``bilinear`` (the default, what most detectors train with) samples between them, as
+    cv2.resize does; vidpipe does not swap one for the other behind the card's back."""
     image = np.zeros((1024, 1280, 3), np.uint8)
     image[:, ::4] = 255
-    canvas = OpenCVPreprocessor(spec(dtype="uint8", layout="NHWC")).prepare(frame_of(image))
+    area = OpenCVPreprocessor(spec(dtype="uint8", layout="NHWC", interpolation="area"))
+    canvas = area.prepare(frame_of(image))
     assert canvas.letterboxes[0].scale_x == 0.25
     np.testing.assert_allclose(canvas.tensor[0].numpy().mean(), 255 / 4, atol=1.0)
+    bilinear = OpenCVPreprocessor(spec(dtype="uint8", layout="NHWC"))
+    got = bilinear.prepare(frame_of(image)).tensor[0].numpy()
+    assert np.array_equal(got, cv2.resize(image, (320, 256), interpolation=cv2.INTER_LINEAR))
+    assert abs(got.mean() - 255 / 4) > 10  # the lines fall between its samples
 
 
 def test_same_size_input_passes_pixels_through() -> None:
