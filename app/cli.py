@@ -123,12 +123,12 @@ def run(
     infer_threads: InferThreadsOpt = None,
     decode_threads: DecodeThreadsOpt = None,
     decode: DecodeOpt = "auto", preprocess: PreprocessOpt = "auto", runtime: RuntimeOpt = "auto",
-    decode_scaled: Annotated[bool, typer.Option(
-        "--decode-scaled", help="CPU: decode straight to the model's input size (one FFmpeg "
-        "pass instead of a full-size RGB picture and a resize). Faster, but FFmpeg's filters "
-        "are not the card's: the model sees other pixels and may find other boxes; measure "
-        "it first with `vidpipe model check MODEL --video CLIP --decode-scaled`. Ignored with "
-        "--annotate.")] = False,
+    ffmpeg_resize: Annotated[bool, typer.Option(
+        "--ffmpeg-resize", help="CPU: shrink pictures to the model's size in FFmpeg's scaler, "
+        "in the same pass as the colour conversion, instead of with the card's OpenCV filter. "
+        "Faster, but FFmpeg's filters are not OpenCV's: the model sees other pixels and may "
+        "find other boxes; measure it first with `vidpipe model check MODEL --video CLIP "
+        "--ffmpeg-resize`. No effect with --annotate (full pictures are decoded).")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
 ) -> None:
@@ -146,7 +146,7 @@ def run(
                                   batch_timeout_ms=batch_timeout_ms, infer_threads=infer_threads,
                                   decode_threads=decode_threads, decode=decode,
                                   preprocess=preprocess, runtime=runtime, max_lag_ms=max_lag_ms,
-                                  decode_scaled=decode_scaled)
+                                  ffmpeg_resize=ffmpeg_resize)
         model_path, spec = resolve_model(model, output_format=format, classes=classes,
                                          input_size=_parse_size(input_size))
         log.info("model %s (%s, %d classes) from %s", spec.name, spec.output.format,

@@ -245,7 +245,7 @@ def check_model(model_path: Path, spec: ModelSpec, clip: Path, options: Pipeline
         "model": spec.name, "file": model_path.name, "clip": str(clip),
         "interpolation": spec.input.interpolation,
         "options": {"device": options.device, "batch_size": options.batch_size,
-                    "decode_scaled": options.decode_scaled},
+                    "ffmpeg_resize": options.ffmpeg_resize},
         **agreement.as_dict(),
         "max_input_diff": round(diffs.max, 4), "mean_input_diff": round(diffs.mean, 5),
         "frames_with_detections_reference": sum(len(d) > 0 for d in reference.values()),

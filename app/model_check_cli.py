@@ -40,9 +40,9 @@ def check(
                                         "cuda[:N]; the reference always runs on the CPU.")]
     = "cpu",
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", min=1)] = 4,
-    decode_scaled: Annotated[bool, typer.Option(
-        "--decode-scaled", help="Check the decoder drawing at the model's size, as "
-        "`vidpipe run --decode-scaled` does.")] = False,
+    ffmpeg_resize: Annotated[bool, typer.Option(
+        "--ffmpeg-resize", help="Check pictures shrunk in FFmpeg's scaler, as `vidpipe run "
+        "--ffmpeg-resize` does.")] = False,
     min_agreement: Annotated[float, typer.Option(
         "--min-agreement", min=0.0, max=1.0, help="Exit 1 below this frame agreement.")]
     = 0.99,
@@ -55,7 +55,7 @@ def check(
     logging.basicConfig(level="WARNING", format="%(message)s", force=True)
     try:
         options = PipelineOptions(device=device, batch_size=batch_size,
-                                  decode_scaled=decode_scaled)
+                                  ffmpeg_resize=ffmpeg_resize)
         model_path, spec = resolve_model(model_name, output_format=output_format,
                                          classes=classes)
         if not video.is_file():

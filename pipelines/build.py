@@ -96,17 +96,19 @@ def fitted_batch_size(wanted: int, backends: StageBackends, model_path: Path) ->
 
 def decoder_scale(spec: ModelSpec, sinks: Sequence[Sink],
                   options: PipelineOptions) -> ScaleTo | None:
-    """The size CPU decoders shrink pictures to: full size (None), unless ``options`` ask for
-    the model's letterbox and no sink draws on the full pictures (annotated video, the live
-    feed). The scaled path changes the model's input (FFmpeg's filters are not the card's):
-    only on request, and said in the log."""
+    """The size CPU decoders shrink pictures to: the model's letterbox, with the card's filter
+    (the reference's pixels), unless a sink draws on the full pictures (annotated video, the
+    live feed) or ``options`` turn it off. ``ffmpeg_resize`` shrinks with FFmpeg's scaler
+    instead, which changes the model's input: only on request, and said in the log."""
     if not options.decode_scaled or any(s.wants_images for s in sinks):
         return None
-    log.warning("decoding at the model's input size (--decode-scaled): faster, but FFmpeg's "
-                "%s filter is not OpenCV's, so the model sees other pixels than its card's "
-                "preprocessing gives; `vidpipe model check MODEL --video CLIP --decode-scaled` "
-                "measures what it changes", spec.input.interpolation)
-    return ScaleTo.for_input(spec.input)
+    if not options.ffmpeg_resize:
+        return ScaleTo.for_input(spec.input)
+    log.warning("resizing in FFmpeg's scaler (--ffmpeg-resize): faster, but its %s filter is "
+                "not OpenCV's, so the model sees other pixels than its card's preprocessing "
+                "gives; `vidpipe model check MODEL --video CLIP --ffmpeg-resize` measures what "
+                "it changes", spec.input.interpolation)
+    return ScaleTo.for_input(spec.input, "ffmpeg")
 
 
 def counted_channel(metrics: PipelineMetrics, name: str, capacity: int,

@@ -59,9 +59,11 @@ class PipelineOptions(PipelineSettings):
 
     policy: DropPolicy | None = None  # None: block for files, drop_oldest for live sources
     capacity: int = Field(default=8, ge=1)  # items per channel
-    # decode straight to the model's letterbox size when no sink needs the full picture:
-    # faster, but FFmpeg's filters change what the model sees (docs/MODELS.md); opt-in
-    decode_scaled: bool = False
+    # pictures leave the decoder at the model's letterbox size when no sink needs them whole
+    decode_scaled: bool = True
+    # ... shrunk by FFmpeg's scaler instead of the card's OpenCV filter: faster, but it
+    # changes what the model sees (docs/MODELS.md, "What the model sees"); opt-in
+    ffmpeg_resize: bool = False
     max_age_s: float | None = None  # live: drop frames older than this at inference
     frame_limit: int | None = Field(default=None, ge=1)  # stop each stream after this many
     name: str = ""  # prefix of channel names, where several pipelines share one registry

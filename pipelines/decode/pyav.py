@@ -3,13 +3,17 @@
 A passive part: it decodes the packets it is given, on the caller's thread, and starts no
 threads of its own beyond FFmpeg's internal ones (``threads``).
 
-With a ``ScaleTo``, each picture leaves FFmpeg already at the size the model's letterbox
-draws it at: one ``sws_scale`` converts YUV to RGB and shrinks in the same pass, instead of
-converting every source pixel to RGB (1280x720 for a 320x180 picture) and resizing after.
-FFmpeg's filters are not OpenCV's (its bilinear averages when it shrinks, and it scales the
-chroma planes on their own): on photographs the model input differs from the reference
-preprocessing's by up to 106 grey levels (docs/MODELS.md, "What the model sees"), so it is
-off unless the user asks for it (``--decode-scaled``, ``build.py``).
+With a ``ScaleTo``, each picture leaves the decoder at the size the model's letterbox draws
+it at, so that the preprocessor only pads and normalises, and what crosses to its thread is a
+picture of the model's size, not a full one. By default (``scaler="opencv"``) it is what the
+reference preprocessing does, done here: FFmpeg converts to full-size RGB, and one
+``cv2.resize`` with the card's filter shrinks it, from FFmpeg's own buffer (no copy); the
+pixels are the reference's, bit for bit. ``scaler="ffmpeg"`` has ``sws_scale`` convert and
+shrink in one pass instead: cheaper, but FFmpeg's filters are not OpenCV's (its bilinear
+averages when it shrinks, and it scales the chroma planes on their own): on the harder demo
+clip the model input differs from the reference's by up to 151 grey levels (mean 1.5) and
+17 % of frames get other boxes (docs/MODELS.md, "What the model sees"), so it is used only
+when the user asks for it (``--ffmpeg-resize``, ``build.py``).
 
 With ``lazy`` (a live stream), a picture is converted only when a stage asks for it
 (``Frame.materialize``, when it is prepared): most of a busy camera's frames are replaced by
@@ -28,8 +32,10 @@ import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
+from typing import Literal
 
 import av
+import cv2
 import numpy as np
 import torch
 from av.video.reformatter import VideoReformatter
@@ -38,7 +44,9 @@ from models.spec import InputSpec, Interpolation
 from pipelines.errors import DecodeError
 from pipelines.frame import DecodedPicture
 from pipelines.geometry import Letterbox, ResizeMode
+from pipelines.preprocess.reference import OPENCV_FILTERS
 
+Scaler = Literal["opencv", "ffmpeg"]
 # The card's ``input.interpolation`` as swscale filters: the nearest FFmpeg has to each.
 SWS_FILTERS = {"bilinear": "BILINEAR", "area": "AREA", "nearest": "POINT", "bicubic": "BICUBIC"}
 
@@ -50,15 +58,18 @@ class ScaleTo:
     input_size: tuple[int, int]  # (width, height) of the model input
     mode: ResizeMode = "letterbox"
     interpolation: Interpolation = "bilinear"
+    scaler: Scaler = "opencv"  # opencv: the reference's pixels; ffmpeg: one sws_scale pass
 
     def __post_init__(self) -> None:
         if len(self.input_size) != 2 or min(self.input_size) <= 0:
             raise ValueError(f"input size must be two positive numbers, got {self.input_size}")
+        if self.scaler not in ("opencv", "ffmpeg"):
+            raise ValueError(f"scaler must be 'opencv' or 'ffmpeg', got {self.scaler!r}")
 
     @classmethod
-    def for_input(cls, spec: InputSpec) -> ScaleTo:
-        """Pictures the size ``spec``'s letterbox draws them at."""
-        return cls((spec.width, spec.height), spec.resize, spec.interpolation)
+    def for_input(cls, spec: InputSpec, scaler: Scaler = "opencv") -> ScaleTo:
+        """Pictures the size ``spec``'s letterbox draws them at, with its filter."""
+        return cls((spec.width, spec.height), spec.resize, spec.interpolation, scaler)
 
     def size_for(self, source: tuple[int, int]) -> tuple[int, int]:
         """(width, height) of a ``source`` picture once scaled into the letterbox."""
@@ -92,10 +103,22 @@ class RGBConverter:
             return rgb.to_ndarray(), None
         source = (frame.width, frame.height)
         width, height = self.scale.size_for(source)
-        rgb = self._sws.reformat(frame, width=width, height=height, format="rgb24",
-                                 interpolation=SWS_FILTERS[self.scale.interpolation],
-                                 threads=CONVERT_THREADS)
-        return rgb.to_ndarray(), source
+        if self.scale.scaler == "ffmpeg":
+            rgb = self._sws.reformat(frame, width=width, height=height, format="rgb24",
+                                     interpolation=SWS_FILTERS[self.scale.interpolation],
+                                     threads=CONVERT_THREADS)
+            return rgb.to_ndarray(), source
+        full = self._sws.reformat(frame, format="rgb24", threads=CONVERT_THREADS)
+        return cv2.resize(_pixels(full), (width, height),
+                          interpolation=OPENCV_FILTERS[self.scale.interpolation]), source
+
+
+def _pixels(rgb: av.VideoFrame) -> np.ndarray:
+    """An rgb24 frame's (H, W, 3) pixels as a view of its own buffer (rows may be padded to
+    FFmpeg's alignment: a strided view, which OpenCV reads as it is)."""
+    plane = rgb.planes[0]
+    rows = np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(rgb.height, plane.line_size)
+    return rows[:, : rgb.width * 3].reshape(rgb.height, rgb.width, 3)
 
 
 class PyAVDecoder:

@@ -8,10 +8,10 @@ operators and torch operations are ordered on it without any wait):
    (``CVCUDA_FILTERS``: the ``cvcuda.Interp`` of each OpenCV filter);
 2. ``cvcuda.copymakeborder_into``: into the model-size canvas, ``Border.CONSTANT`` with the
    card's ``pad_value`` around it (the canvas size gives the bottom and right bands);
-3. ``cvcuda.convertto_into``: uint8 to float32 with ``scale = gain`` and ``offset = -bias``
-   when the normalisation is the same for all channels (the usual x / 255); otherwise to
-   0..255 floats followed by the per-channel affine in torch on the same stream;
-4. ``cvcuda.reformat_into``: NHWC to the NCHW slot of the batch tensor.
+3. float inputs: each grey level looked up in the reference's normalisation table
+   (``torch.gather`` on the same stream: the reference's floats exactly), written into the
+   NHWC or NCHW slot of the batch tensor; a uint8 NCHW input is de-interleaved by
+   ``cvcuda.reformat_into``.
 
 Tensors are torch's (``cvcuda.as_tensor`` wraps them without a copy, with layout "NHWC" or
 "NCHW"), so the caching allocator owns all memory and the hand-off to the inference stage is
@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from models.spec import InputSpec
@@ -40,6 +39,7 @@ from pipelines.cuda import (
 )
 from pipelines.frame import Batch, Frame
 from pipelines.geometry import Letterbox
+from pipelines.preprocess.reference import normalisation_table
 
 # The card's ``input.interpolation`` as ``cvcuda.Interp`` names (OpenCV's filters on the GPU).
 CVCUDA_FILTERS = {"bilinear": "LINEAR", "area": "AREA", "nearest": "NEAREST",
@@ -61,13 +61,8 @@ class CvCudaPreprocessor:
         self._cv_stream = self._cv.as_stream(self.stream)
         self._staging = PinnedStaging(self.device)
         self._size = (spec.width, spec.height)
-        std = np.asarray(spec.std, dtype=np.float64)
-        gain = (1.0 / (255.0 * std)).astype(np.float32)
-        bias = (np.asarray(spec.mean, dtype=np.float64) / std).astype(np.float32)
-        self._uniform = bool(np.all(gain == gain[0]) and np.all(bias == bias[0]))
-        self._scale, self._offset = float(gain[0]), float(-bias[0])
-        self._gain = torch.from_numpy(gain).to(self.device).view(1, 1, 1, 3)
-        self._bias = torch.from_numpy(bias).to(self.device).view(1, 1, 1, 3)
+        # (256, 3): each grey level's value per channel, the reference's floats exactly
+        self._table = torch.from_numpy(normalisation_table(spec)).to(self.device)
 
     def prepare(self, frame: Frame) -> Batch:
         return self.prepare_many([frame])
@@ -125,19 +120,9 @@ class CvCudaPreprocessor:
             cv.reformat_into(cv.as_tensor(out, "NCHW"), cv.as_tensor(canvas, "NHWC"),
                              stream=stream)
             return
-        floats = torch.empty((1, h, w, 3), dtype=torch.float32, device=self.device)
-        if self._uniform:
-            cv.convertto_into(cv.as_tensor(floats, "NHWC"), cv.as_tensor(canvas, "NHWC"),
-                              self._scale, self._offset, stream=stream)
-        else:
-            cv.convertto_into(cv.as_tensor(floats, "NHWC"), cv.as_tensor(canvas, "NHWC"),
-                              1.0, 0.0, stream=stream)
-            floats.mul_(self._gain).sub_(self._bias)
-        if self.spec.layout == "NHWC":
-            out.copy_(floats)
-        else:
-            cv.reformat_into(cv.as_tensor(out, "NCHW"), cv.as_tensor(floats, "NHWC"),
-                             stream=stream)
+        levels = canvas.reshape(-1, 3).to(torch.int64)
+        floats = torch.gather(self._table, 0, levels).view(h, w, 3)  # [i, c] = table[level, c]
+        out.copy_(floats[None] if self.spec.layout == "NHWC" else floats.permute(2, 0, 1)[None])
 
     def close(self) -> None:
         self._staging.close()

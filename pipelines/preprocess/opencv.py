@@ -5,9 +5,10 @@ normalisation), and is tested against it on photographs; only the memory traffic
 
 This runs once per frame at 720p and more, so it writes straight into its final buffers:
 ``cv2.resize`` draws into the middle of a canvas (only the padding bands are filled), the
-colour swap happens in place, and the float conversion writes each channel plane with
-``out=``. The batch tensor is allocated once per call and each frame is written into its slot,
-so ``prepare_many`` does no concatenation copy.
+colour swap happens in place, and the float conversion looks each grey level up in a table
+(``cv2.LUT``, exact to the reference's floats) straight into the batch tensor. The batch
+tensor is allocated once per call and each frame is written into its slot, so
+``prepare_many`` does no concatenation copy.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from models.spec import InputSpec
 from pipelines.frame import Batch, Frame
 from pipelines.geometry import Letterbox
-from pipelines.preprocess.reference import OPENCV_FILTERS
+from pipelines.preprocess.reference import OPENCV_FILTERS, normalisation_table
 
 
 class OpenCVPreprocessor:
@@ -38,17 +39,11 @@ class OpenCVPreprocessor:
         self._is_float = spec.dtype == "float32"
         self._nhwc = spec.layout == "NHWC"
         self._swap_rb = spec.color == "BGR"
-        std = np.asarray(spec.std, dtype=np.float64)
-        # (pixel / 255 - mean) / std == pixel * gain - bias, per channel in model colour order
-        self._gain = (1.0 / (255.0 * std)).astype(np.float32)
-        self._bias = (np.asarray(spec.mean, dtype=np.float64) / std).astype(np.float32)
-        # NHWC float: one row of interleaved factors makes the per-channel broadcast a plain
-        # row-by-row multiply, which numpy does several times faster than a (..., 3) broadcast
-        self._gain_row = np.tile(self._gain, spec.width)
-        self._bias_row = np.tile(self._bias, spec.width)
-        self._gain_planes = self._gain.reshape(3, 1, 1)
-        self._bias_planes = self._bias.reshape(3, 1, 1)
-        self._has_bias = bool(np.any(self._bias))
+        # each grey level's value per channel, looked up: the reference's floats exactly
+        table = normalisation_table(spec)
+        self._table = table.reshape(1, 256, 3)  # NHWC: cv2.LUT maps each channel by its own
+        self._plane_tables = [np.ascontiguousarray(table[:, c].reshape(1, 256))
+                              for c in range(3)]
         self._canvas = np.empty((spec.height, spec.width, 3), dtype=np.uint8)
         self._planes = np.empty((3, spec.height, spec.width), dtype=np.uint8)
 
@@ -103,21 +98,17 @@ class OpenCVPreprocessor:
 
     def _convert(self, canvas: np.ndarray, out: np.ndarray) -> None:
         """Canvas (HWC uint8, model colour order) into ``out`` in the model's dtype and layout.
-        NCHW: the planes are separated in uint8 first (one pass), so the float pass reads
-        contiguous memory (faster than channel by channel: docs/BENCHMARKS.md)."""
+        Floats are looked up per grey level (``cv2.LUT``); NCHW: the planes are separated in
+        uint8 first (one pass), so each plane's lookup reads contiguous memory."""
         if self._nhwc:
-            rows, flat = canvas.reshape(canvas.shape[0], -1), out.reshape(out.shape[0], -1)
-            np.multiply(rows, self._gain_row, out=flat, dtype=np.float32)
-            if self._has_bias:
-                np.subtract(flat, self._bias_row, out=flat)
+            cv2.LUT(canvas, self._table, dst=out)
             return
         if not self._is_float:  # uint8 NCHW: de-interleave only
             np.copyto(out, canvas.transpose(2, 0, 1))
             return
         np.copyto(self._planes, canvas.transpose(2, 0, 1))
-        np.multiply(self._planes, self._gain_planes, out=out, dtype=np.float32)
-        if self._has_bias:
-            np.subtract(out, self._bias_planes, out=out)
+        for plane, table, target in zip(self._planes, self._plane_tables, out, strict=True):
+            cv2.LUT(plane, table, dst=target)
 
 
 def _source_pixels(frame: Frame) -> np.ndarray:

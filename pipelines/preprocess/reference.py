@@ -68,6 +68,17 @@ def reference_input(image: np.ndarray, spec: InputSpec) -> tuple[np.ndarray, Let
     return np.ascontiguousarray(pixels), letterbox
 
 
+def normalisation_table(spec: InputSpec) -> np.ndarray:
+    """(256, 3) float32: each grey level's model value per channel (model colour order),
+    ``(level / 255 - mean) / std`` in float64 rounded once, as the reference computes it. A
+    fast path that looks values up here gives the reference's floats bit for bit; multiplying
+    by a float32 ``1 / 255`` rounds some of them one unit the other way, which is enough to
+    move an INT8 model's quantized input by a step."""
+    levels = np.arange(256, dtype=np.float64)[:, None]
+    mean, std = np.asarray(spec.mean), np.asarray(spec.std)
+    return np.ascontiguousarray(((levels / 255.0 - mean) / std).astype(np.float32))
+
+
 @dataclass(frozen=True, slots=True)
 class InputDifference:
     """How far one model input is from another, in grey levels."""

@@ -10,9 +10,10 @@ it pixel by pixel:
   weights are read off by resizing an identity matrix with it (``resize_weights``), which
   gives OpenCV's own border handling, half-pixel centres and area edges, and the GPU does
   the products fast. (torch's bilinear would match too, but its "area" and "bicubic" do not.)
-- The resized picture is rounded to uint8 like OpenCV's canvas, then ``pixel * gain - bias``
-  runs in float32 as two separate operations, like the numpy code, so results match exactly
-  apart from the last bit of a rounding.
+- The resized picture is rounded to uint8 levels like OpenCV's canvas, then each level is
+  looked up in the reference's normalisation table (``reference.normalisation_table``), as
+  the OpenCV preprocessor does: the floats are the reference's, bit for bit, for a canvas
+  that is.
 
 The class is device-agnostic (``device="cpu"`` runs the same code, which is how the CPU tests
 check it); on CUDA it waits for each frame's ``ready`` event, uploads CPU frames through pinned
@@ -39,7 +40,7 @@ from pipelines.cuda import (
 )
 from pipelines.frame import Batch, Frame
 from pipelines.geometry import Letterbox
-from pipelines.preprocess.reference import OPENCV_FILTERS
+from pipelines.preprocess.reference import OPENCV_FILTERS, normalisation_table
 
 
 class TorchPreprocessor:
@@ -58,11 +59,8 @@ class TorchPreprocessor:
         self.stream = (stream or torch.cuda.Stream(device=self.device)) if self.is_cuda else None
         self._staging = PinnedStaging(self.device) if self.is_cuda else None
         self._size = (spec.width, spec.height)
-        std = np.asarray(spec.std, dtype=np.float64)
-        gain = (1.0 / (255.0 * std)).astype(np.float32)  # the same float32 factors as OpenCV's
-        bias = (np.asarray(spec.mean, dtype=np.float64) / std).astype(np.float32)
-        self._gain = torch.from_numpy(gain).to(self.device).view(3, 1, 1)
-        self._bias = torch.from_numpy(bias).to(self.device).view(3, 1, 1)
+        # (3, 256): each grey level's value per channel, the reference's floats exactly
+        self._table = torch.from_numpy(normalisation_table(spec).T.copy()).to(self.device)
 
     def prepare(self, frame: Frame) -> Batch:
         """A Batch of one frame."""
@@ -135,8 +133,8 @@ class TorchPreprocessor:
             out.copy_(canvas.permute(1, 2, 0) if nhwc else canvas)
             return
         target = out.permute(2, 0, 1) if nhwc else out  # a (3, H, W) view of the slot
-        torch.mul(canvas, self._gain, out=target)
-        target.sub_(self._bias)
+        levels = canvas.to(torch.int64).view(3, -1)
+        target.copy_(torch.gather(self._table, 1, levels).view_as(target))
 
     def close(self) -> None:
         """Release the pinned staging buffers once their copies are done. Idempotent."""

@@ -69,11 +69,11 @@ def test_the_pipeline_feeds_the_person_model_its_reference_input(hard_clip: Path
     assert report["boxes_reference"] > 0  # people were found: the agreement is about boxes
 
 
-def test_the_scaled_decoder_is_measured_off_the_reference(hard_clip: Path):
+def test_ffmpegs_resize_is_measured_off_the_reference(hard_clip: Path):
     code, report, output = check("ssdlite-person", "--video", hard_clip, "--frames", 30,
-                                 "--decode-scaled", "--min-agreement", "0")
+                                 "--ffmpeg-resize", "--min-agreement", "0")
     assert code == 0, output
-    assert report["options"]["decode_scaled"] is True
+    assert report["options"]["ffmpeg_resize"] is True
     assert report["max_input_diff"] > 10  # FFmpeg's filters: another picture
 
 
@@ -89,7 +89,7 @@ def test_a_variant_is_held_to_its_reference_and_to_fp32(tmp_path: Path):
 
 def test_a_check_below_the_agreement_asked_for_exits_1(hard_clip: Path):
     code, report, output = check("ssdlite-person", "--video", hard_clip, "--frames", 8,
-                                 "--decode-scaled", "--min-agreement", "1.0")
+                                 "--ffmpeg-resize", "--min-agreement", "1.0")
     assert (code == 1) == (report["frame_agreement"] < 1.0), output
 
 

@@ -79,12 +79,20 @@ class _WantsImages(ListSink):
     wants_images = True
 
 
-def test_pictures_are_decoded_full_size_unless_asked_and_no_sink_draws_on_them() -> None:
+def test_pictures_are_decoded_full_size_when_a_sink_draws_on_them() -> None:
     spec = FAKE_SPEC
-    assert decoder_scale(spec, [ListSink()], PipelineOptions()) is None  # fidelity first
-    scaled = PipelineOptions(decode_scaled=True)
-    assert decoder_scale(spec, [ListSink()], scaled) == ScaleTo((32, 32))
-    assert decoder_scale(spec, [ListSink(), _WantsImages()], scaled) is None
+    assert decoder_scale(spec, [ListSink()], PipelineOptions()) == ScaleTo((32, 32))
+    assert decoder_scale(spec, [ListSink(), _WantsImages()], PipelineOptions()) is None
+    assert decoder_scale(spec, [ListSink()], PipelineOptions(decode_scaled=False)) is None
+
+
+def test_ffmpegs_scaler_is_used_only_on_request(caplog) -> None:
+    spec = FAKE_SPEC
+    assert decoder_scale(spec, [ListSink()], PipelineOptions()).scaler == "opencv"
+    fast = decoder_scale(spec, [ListSink()], PipelineOptions(ffmpeg_resize=True))
+    assert fast == ScaleTo((32, 32), scaler="ffmpeg")
+    assert "model sees other pixels" in caplog.text
+    assert decoder_scale(spec, [_WantsImages()], PipelineOptions(ffmpeg_resize=True)) is None
 
 
 class _LiveSource(FakeSource):
@@ -194,8 +202,8 @@ def test_the_kept_converter_gives_what_a_fresh_conversion_gives_across_size_chan
         image, source = convert.convert(frame)
         size = Letterbox.fit((width, height), (96, 96)).resized
         assert source == (width, height) and image.shape == (size[1], size[0], 3)
-        fresh = frame.to_ndarray(width=size[0], height=size[1], format="rgb24",
-                                 interpolation="BILINEAR")
+        fresh = cv2.resize(frame.to_ndarray(format="rgb24"), size,
+                           interpolation=cv2.INTER_LINEAR)
         assert np.array_equal(image, fresh)
         image, source = full.convert(frame)
         assert source is None and np.array_equal(image, frame.to_ndarray(format="rgb24"))
