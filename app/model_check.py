@@ -25,9 +25,9 @@ from typing import Any
 
 import av
 import numpy as np
-import onnxruntime as ort
 
 from app.runner import stream_ids
+from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.spec import ModelSpec
 from models.zoo import variant_label
 from pipelines.build import build_pipeline
@@ -112,23 +112,22 @@ def pair_boxes(reference: Detections, other: Detections) -> tuple[list[float], l
 
 
 class DirectModel:
-    """The model file run plainly: one ONNX Runtime session on the CPU, one frame a call."""
+    """The model file run plainly: one ONNX Runtime session on the CPU (every core), one frame
+    a call; a file ONNX Runtime cannot load is a ModelLoadError naming it."""
 
     def __init__(self, path: Path, spec: ModelSpec) -> None:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(path), options,
-                                             providers=["CPUExecutionProvider"])
-        self._input = spec.input.name or self._session.get_inputs()[0].name
-        self._outputs = [o.name for o in self._session.get_outputs()]
+        self._backend = OnnxRuntimeBackend(path)
+        self._input = spec.input.name or self._backend.inputs[0].name
         self._spec = spec
 
     def detect(self, tensor: np.ndarray, letterbox: Letterbox) -> Detections:
-        values = self._session.run(self._outputs, {self._input: tensor[None]})
+        outputs = self._backend.infer({self._input: tensor[None]})
         spec = self._spec
-        return decode_outputs(dict(zip(self._outputs, values, strict=True)), [letterbox],
-                              spec.output, (spec.input.width, spec.input.height),
-                              spec.num_classes)[0]
+        return decode_outputs(outputs, [letterbox], spec.output,
+                              (spec.input.width, spec.input.height), spec.num_classes)[0]
+
+    def close(self) -> None:
+        self._backend.close()
 
 
 def reference_pictures(clip: Path) -> Generator[np.ndarray, None, None]:
@@ -238,6 +237,9 @@ def check_model(model_path: Path, spec: ModelSpec, clip: Path, options: Pipeline
         asyncio.run(pipeline.run())
     finally:
         feed.close()
+        for model in (direct, fp32):
+            if model is not None:
+                model.close()
     agreement = Agreement()
     for index in sorted(reference):
         agreement.add(reference[index], sink.detections.get(index))
@@ -274,4 +276,5 @@ def reference_detections(model_path: Path, spec: ModelSpec, clip: Path,
             found.append(direct.detect(*reference_input(picture, spec.input)))
     finally:
         pictures.close()
+        direct.close()
     return found
