@@ -137,8 +137,9 @@ def run(
 
     Writes OUT/detections.jsonl (one line per frame: stream, frame, pts, detections) and
     OUT/summary.json; exits 2 with one line on bad input (missing file, not a video, a camera
-    that cannot be reached, wrong model). Cameras run until Ctrl-C, which finishes the frames
-    already read and writes the outputs; a camera lost mid-run reconnects.
+    that cannot be reached, wrong model). Cameras run until Ctrl-C (or SIGTERM), which finishes
+    the frames already read and writes the outputs; a camera lost mid-run reconnects. A file
+    stopped that way before its end exits 130, and summary.json says which and where.
     """
     _configure_logging(log_level)
     try:
@@ -160,6 +161,12 @@ def run(
     print_report(console, json.loads(outputs.summary.read_text()))
     for path in (outputs.detections, outputs.summary, *outputs.annotated):
         console.print(f"wrote {path}")
+    if outputs.unfinished:
+        left = ", ".join(f"{sid} after {n} of {total} frames"
+                         for sid, n, total in outputs.unfinished)
+        console.print(f"[yellow]interrupted:[/yellow] {left}; the outputs hold the frames "
+                      "processed until then (summary.json: \"interrupted\")", highlight=False)
+        raise typer.Exit(130)
 
 
 @cli.command()

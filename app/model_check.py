@@ -39,6 +39,7 @@ from pipelines.options import PipelineOptions
 from pipelines.postprocess.nms import box_iou
 from pipelines.postprocess.yolo import decode_outputs
 from pipelines.preprocess.reference import input_difference, reference_input, reference_picture
+from pipelines.sources.media import METADATA_ERRORS
 
 MATCH_IOU = 0.9
 MATCH_SCORE = 0.02
@@ -133,7 +134,7 @@ class DirectModel:
 def reference_pictures(clip: Path) -> Generator[np.ndarray, None, None]:
     """The clip's frames at full size in decode order (``reference_picture``)."""
     try:
-        container = av.open(str(clip))
+        container = av.open(str(clip), metadata_errors=METADATA_ERRORS)
         stream = container.streams.video[0]
     except (av.FFmpegError, IndexError) as e:
         raise SourceError(f"{clip}: cannot decode it for the reference: {e}") from e

@@ -39,6 +39,7 @@ from models.zoo import variant_file
 from pipelines.frame import Frame
 from pipelines.options import PipelineOptions
 from pipelines.preprocess.opencv import OpenCVPreprocessor
+from pipelines.sources.media import METADATA_ERRORS
 
 Progress = Callable[[int, int | None], None]
 
@@ -50,7 +51,7 @@ class CalibrationError(ModelError):
 def calibration_frames(video: Path, spec: InputSpec, count: int = 64) -> np.ndarray:
     """``count`` frames spread over ``video``, preprocessed for the model: [N, C, H, W]."""
     try:
-        with av.open(str(video)) as container:
+        with av.open(str(video), metadata_errors=METADATA_ERRORS) as container:
             if not container.streams.video:
                 raise CalibrationError(f"calibration video {video}: no video stream")
             stream = container.streams.video[0]

@@ -4,7 +4,9 @@ Prometheus, signals.
 ``run_files`` is what ``vidpipe run`` and ``vidpipe demo`` call. It opens everything before the
 first frame (a file, a camera's first connection, the model: bad input fails fast, exit 2),
 writes outputs atomically (a failed run leaves none behind), and returns the run's summary. A
-camera (``rtsp://``) runs with the live rules and reconnects until Ctrl-C, which drains.
+camera (``rtsp://``) runs with the live rules and reconnects until Ctrl-C or SIGTERM, which
+drain; a file they stop before its end is named in ``summary.json`` (``"interrupted"``), and
+hidden ``.partial`` files a killed run left are removed when the next run starts.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,8 @@ class RunOutputs:
     detections: Path
     summary: Path
     annotated: list[Path]
+    # files a signal stopped before their end: (stream, frames counted, frames declared)
+    unfinished: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 Location = str | Path  # a video file, or a camera's rtsp:// URL
@@ -124,6 +128,7 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create the folder ({e.strerror})") from e
+    _remove_stale_partials(out)
     sinks: list[Sink] = []
     committed = False
     with ExitStack() as stack:
@@ -137,8 +142,9 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
                                       open_source=lambda _, sid: sources[sid])
             counts = [count for _, count in info.values()]
             total = None if None in counts else sum(c for c in counts if c is not None)
-            asyncio.run(_run(pipeline, _progress(metrics, total, on_progress)))
-            outputs = _commit(sinks, out, metrics, pipeline, ids)
+            stopped_by = asyncio.run(_run(pipeline, _progress(metrics, total, on_progress)))
+            unfinished = [] if stopped_by is None else _unfinished(metrics, info)
+            outputs = _commit(sinks, out, metrics, pipeline, ids, stopped_by, unfinished)
             committed = True
             return metrics, pipeline, outputs
         finally:
@@ -181,28 +187,55 @@ def _progress(metrics: PipelineMetrics, total: int | None,
     return report
 
 
-async def _run(pipeline: Pipeline, tick: Callable[[], None] | None) -> None:
+async def _run(pipeline: Pipeline, tick: Callable[[], None] | None) -> str | None:
+    """Run to the end; Ctrl-C (or SIGTERM) drains the frames already read, a second one stops
+    at once. The name of the signal that stopped it, or None."""
     loop = asyncio.get_running_loop()
-    interrupted = False
+    stopped_by: str | None = None
 
-    def on_interrupt() -> None:
-        nonlocal interrupted
-        if interrupted:  # second Ctrl-C: stop now
+    def on_signal(name: str) -> None:
+        nonlocal stopped_by
+        if stopped_by is not None:  # a second signal: stop now
             loop.create_task(pipeline.stop(drain=False))
             return
-        interrupted = True
-        log.warning("interrupted: finishing the frames already read (Ctrl-C again to abort)")
+        stopped_by = name
+        log.warning("interrupted (%s): finishing the frames already read (Ctrl-C again to "
+                    "abort)", name)
         loop.create_task(pipeline.stop(drain=True))
 
-    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig.name)
     ticker = loop.create_task(_tick(tick)) if tick else None
     try:
         await pipeline.run()
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
         if ticker is not None and tick is not None:
             ticker.cancel()
             tick()
+    return stopped_by
+
+
+def _unfinished(metrics: PipelineMetrics,
+                info: dict[str, tuple[float, int | None]]) -> list[tuple[str, int, int]]:
+    """The files that had frames left when the run was stopped (cameras have no end)."""
+    left = []
+    for sid, (_, declared) in info.items():
+        counted = sum(metrics.outcomes[sid].values())
+        if declared is not None and counted < declared:
+            left.append((sid, counted, declared))
+    return left
+
+
+def _remove_stale_partials(out: Path) -> None:
+    """Remove the hidden ``.NAME.partial`` files a killed run left in ``out``: beside an
+    older run's finished files they would look like part of it."""
+    if not out.is_dir():
+        return
+    for stale in out.glob(".*.partial"):
+        log.warning("removed %s, left by a run that was killed before it finished", stale)
+        stale.unlink(missing_ok=True)
 
 
 async def _tick(tick: Callable[[], None]) -> None:
@@ -212,15 +245,20 @@ async def _tick(tick: Callable[[], None]) -> None:
 
 
 def _commit(sinks: list[Sink], out: Path, metrics: PipelineMetrics, pipeline: Pipeline,
-            ids: list[str]) -> RunOutputs:
+            ids: list[str], stopped_by: str | None,
+            unfinished: list[tuple[str, int, int]]) -> RunOutputs:
     for sink in sinks:
         sink.close(commit=True)
     annotated = [p for s in sinks if isinstance(s, AnnotatedVideoSink) for p in s.paths]
     summary = out / "summary.json"
     atomic = AtomicPath(summary)
-    atomic.partial.write_text(json.dumps(summarise(metrics, pipeline, ids), indent=2))
+    report = summarise(metrics, pipeline, ids)
+    report["interrupted"] = {"by": stopped_by, "unfinished": {
+        sid: {"frames": counted, "declared": declared} for sid, counted, declared in unfinished
+    }} if unfinished else False
+    atomic.partial.write_text(json.dumps(report, indent=2))
     atomic.commit()
-    return RunOutputs(out / "detections.jsonl", summary, annotated)
+    return RunOutputs(out / "detections.jsonl", summary, annotated, unfinished)
 
 
 def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> dict[str, Any]:

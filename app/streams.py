@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from app.results import StreamOutputs
 from pipelines.pipeline import Pipeline
-from pipelines.sources.url import redact
+from pipelines.sources.url import redact, validate_rtsp_url
 
 SourceKind = Literal["rtsp", "file"]
 STATES = ("connecting", "up", "reconnecting", "restarting", "stopped", "failed")
@@ -28,13 +28,21 @@ class SourceRejected(ValueError):
 
 
 def resolve_source(url: str, media_roots: list[Path]) -> tuple[SourceKind, str]:
-    """``("rtsp", url)`` or ``("file", absolute path)``, or SourceRejected."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
+    """``("rtsp", url)`` or ``("file", absolute path)``, or SourceRejected (a ConfigError for a
+    malformed camera URL). Every message shows the URL redacted."""
+    shown = redact(url)
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise SourceRejected(f"{shown!r} holds a control character (NUL, newline, ...)")
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a broken IPv6 literal, and the like
+        raise SourceRejected(f"{shown}: malformed URL; expected rtsp://[user:password@]host"
+                             "[:port]/path or a file path under a media root") from None
+    scheme = parts.scheme.lower() if "://" in url else ""
     if scheme in ("rtsp", "rtsps"):
         if not parts.hostname:
-            raise SourceRejected(f"{redact(url)}: an RTSP URL needs a host")
-        return "rtsp", url
+            raise SourceRejected(f"{shown}: an RTSP URL needs a host")
+        return "rtsp", validate_rtsp_url(url)
     if scheme not in ("", "file"):
         raise SourceRejected(f"scheme {scheme!r} is not allowed: use rtsp://, rtsps:// or a "
                              "file path under a media root")
@@ -45,9 +53,10 @@ def resolve_source(url: str, media_roots: list[Path]) -> tuple[SourceKind, str]:
     for root in media_roots:
         if resolved.is_relative_to(root.resolve()):
             if not resolved.is_file():
-                raise SourceRejected(f"{resolved}: no such file under the media roots")
+                raise SourceRejected(f"{redact(str(resolved))}: no such file under the media "
+                                     "roots")
             return "file", str(resolved)
-    raise SourceRejected(f"{path} is outside the media roots "
+    raise SourceRejected(f"{shown} is outside the media roots "
                          f"({', '.join(str(r) for r in media_roots)})")
 
 

@@ -45,6 +45,7 @@ from pipelines.decode.pyav import PyAVDecoder, ScaleTo
 from pipelines.errors import DecodeError
 from pipelines.frame import Frame
 from pipelines.preprocess.opencv import OpenCVPreprocessor
+from pipelines.sources.media import METADATA_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def time_feed(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
     decoder's start-up, several times a later picture's cost (docs/BENCHMARKS.md)."""
     prepare = OpenCVPreprocessor(spec)
     try:
-        with av.open(str(path)) as container:
+        with av.open(str(path), metadata_errors=METADATA_ERRORS) as container:
             stream = container.streams.video[0]
             decoder = PyAVDecoder(stream, threads=threads,
                                   scale=ScaleTo.for_input(spec) if scaled else None)

@@ -15,6 +15,7 @@ from pathlib import Path
 import av
 
 from pipelines.errors import SourceError
+from pipelines.sources.media import METADATA_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class FileSource:
         if not self.path.is_file():
             raise SourceError(f"{self.path}: not a file (expected a video file)")
         try:
-            self._container = av.open(str(self.path), mode="r")
+            self._container = av.open(str(self.path), mode="r", metadata_errors=METADATA_ERRORS)
         except av.FFmpegError as e:
             raise SourceError(f"{self.path}: not a video FFmpeg can read ({_reason(e)})") from e
         if not self._container.streams.video:

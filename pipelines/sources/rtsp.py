@@ -25,6 +25,7 @@ import av
 
 from pipelines.errors import ConfigError, SourceError
 from pipelines.sources.clock import ArrivalClock
+from pipelines.sources.media import METADATA_ERRORS
 from pipelines.sources.url import redact, redact_text, validate_rtsp_url
 
 log = logging.getLogger(__name__)
@@ -199,7 +200,8 @@ class RtspSource:
             if self._closing.is_set():
                 return "closed"
             try:
-                container = av.open(self._url, options=options, timeout=self.timeouts)
+                container = av.open(self._url, options=options, timeout=self.timeouts,
+                                    metadata_errors=METADATA_ERRORS)
             except (av.FFmpegError, OSError) as e:
                 log.info("%s: cannot connect: %s", self.url, _reason(e))
                 return _reason(e)

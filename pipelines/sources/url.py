@@ -1,9 +1,12 @@
 """Stream URLs: check them before connecting, and hide their credentials everywhere else.
 
-Cameras put user names and passwords in the URL (``rtsp://admin:secret@10.0.0.5/stream1``) and
-sometimes in its query (``?user=admin&password=secret``). Such a URL must never reach a log line,
-a metric label, an error message or an API response, so everything that shows a URL shows
-``redact(url)``, and text that may quote one (an FFmpeg error) goes through ``redact_text``.
+Cameras put user names and passwords in the URL (``rtsp://admin:secret@10.0.0.5/stream1``),
+in its query under any name (``?user=admin&pw=secret``, ``?passcode=...``) and in its fragment.
+Such a URL must never reach a log line, a metric label, an error message or an API response,
+so everything that shows a URL shows ``redact(url)``, and text that may quote one (an FFmpeg
+error) goes through ``redact_text``. Redaction goes by the URL's parts, not by a list of
+secret names: the user-info always, every query value whose key is not on a short list of
+harmless ones, and the whole fragment.
 """
 
 from __future__ import annotations
@@ -15,36 +18,48 @@ from pipelines.errors import ConfigError
 
 RTSP_SCHEMES = ("rtsp", "rtsps")
 HIDDEN = "***"
-# Query keys that carry secrets on common cameras and gateways.
-_SECRET_KEYS = frozenset({
-    "password", "passwd", "pass", "pwd", "user", "username", "token", "access_token", "key",
-    "apikey", "api_key", "secret", "auth", "authorization", "signature", "sig", "credentials",
+# Query keys whose values say which picture a camera sends, never who may see it: shown.
+# Every other query value is hidden.
+HARMLESS_QUERY_KEYS = frozenset({
+    "channel", "subtype", "stream", "streamtype", "profile", "transport", "rtsp_transport",
+    "tcp", "unicast", "resolution", "fps", "codec", "audio", "video",
 })
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)(.*)$", re.DOTALL)
-_QUERY_PAIR = re.compile(r"(?<=[?&;])([^=&;#]+)=([^&;#]*)")
-_URL_IN_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^\s'\"<>]*@")
+# In free text: a URL (redacted whole), else anything that runs up to an ``@`` (user-info
+# of a URL whose scheme is mistyped or missing: hidden).
+_SECRETS_IN_TEXT = re.compile(r"(?P<url>[A-Za-z][A-Za-z0-9+.\-]*:/{1,2}[^\s'\"<>]*)"
+                              r"|(?P<who>[^\s'\"<>@]+@)")
 
 
 def redact(url: str) -> str:
-    """``url`` without its credentials: ``rtsp://user:pass@host/x`` -> ``rtsp://***@host/x``.
+    """``url`` without its secrets: ``rtsp://user:pass@host/x?channel=1&pw=s#f`` ->
+    ``rtsp://***@host/x?channel=1&pw=***#***``.
 
     Everything between the scheme and the *last* ``@`` goes, not only a well-formed user-info
-    part: a password with an unescaped ``/`` or ``@`` would otherwise leak through a strict
-    parser (a string without a scheme is treated the same way). Secret-looking query values are
-    hidden too. The rest (scheme, host, port, path) stays, so a log still says which camera it
-    is about. Never raises: it runs inside error handling.
+    part: a password with an unescaped ``/``, ``#``, ``?`` or ``@`` would otherwise leak
+    through a strict parser (a string without a scheme, or with a mistyped one, is treated the
+    same way). Then every query value but the harmless ones, and the whole fragment. The rest
+    (scheme, host, port, path) stays, so a log still says which camera it is about. Never
+    raises: it runs inside error handling.
     """
     url = str(url)
     match = _SCHEME.match(url)
     scheme, rest = match.groups() if match is not None else ("", url)
     if "@" in rest:
         rest = HIDDEN + rest[rest.rindex("@"):]
-    return scheme + _QUERY_PAIR.sub(_hide_secret_value, rest)
+    rest, hash_, _ = rest.partition("#")
+    rest, question, query = rest.partition("?")
+    shown = scheme + rest
+    if question:
+        shown += "?" + "&".join(_shown_pair(pair) for pair in query.split("&"))
+    return shown + ("#" + HIDDEN if hash_ else "")
 
 
 def redact_text(text: str) -> str:
-    """``text`` with the credentials of every URL in it hidden (FFmpeg errors quote the URL)."""
-    return _URL_IN_TEXT.sub(lambda m: m.group(1) + HIDDEN + "@", text)
+    """``text`` with every URL in it redacted (FFmpeg errors quote the URL they opened), and
+    anything else that looks like ``user:password@`` hidden."""
+    return _SECRETS_IN_TEXT.sub(
+        lambda m: redact(m.group("url")) if m.group("url") else HIDDEN + "@", str(text))
 
 
 def validate_rtsp_url(url: str) -> str:
@@ -76,6 +91,8 @@ def validate_rtsp_url(url: str) -> str:
     return url
 
 
-def _hide_secret_value(match: re.Match[str]) -> str:
-    key, value = match.groups()
-    return f"{key}={HIDDEN}" if key.lower() in _SECRET_KEYS and value else match.group(0)
+def _shown_pair(pair: str) -> str:
+    key, equals, value = pair.partition("=")
+    if not equals:
+        return HIDDEN if key else key  # a bare token (``?s3cret``) may be the secret itself
+    return pair if key.lower() in HARMLESS_QUERY_KEYS or not value else f"{key}={HIDDEN}"
