@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.support.cli import vidpipe
+from tests.support.media import remux
 
 
 def read_jsonl(path: Path):
@@ -105,14 +106,7 @@ def test_a_users_yolov8_onnx_runs_with_format_and_classes(wide_clip, tmp_path):
 
 
 def test_a_truncated_video_processes_what_decodes_and_counts_the_rest(small_clip, tmp_path):
-    faststart = tmp_path / "fast.mp4"
-    with av.open(str(small_clip)) as src, av.open(str(faststart), "w",
-                                                  options={"movflags": "faststart"}) as dst:
-        stream = dst.add_stream_from_template(src.streams.video[0])
-        for packet in src.demux(src.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = stream
-                dst.mux(packet)
+    faststart = remux(small_clip, tmp_path / "fast.mp4", options={"movflags": "faststart"})
     data = faststart.read_bytes()
     truncated = tmp_path / "truncated.mp4"
     truncated.write_bytes(data[: len(data) * 2 // 3])

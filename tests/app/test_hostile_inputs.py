@@ -14,22 +14,14 @@ from app.config import ServiceConfig
 from pipelines.sources.file import FileSource
 from pipelines.sources.synthetic import make_test_clip
 from tests.support.cli import vidpipe
+from tests.support.media import remux
 
 
 @pytest.fixture
 def latin1_tagged(tmp_path: Path) -> Path:
     """A clip whose title tag holds a Latin-1 byte: the video is intact."""
-    import av
-
     clean = make_test_clip(tmp_path / "clean.mp4", frames=12)
-    tagged = tmp_path / "tagged.mp4"
-    with av.open(str(clean)) as source, av.open(str(tagged), "w") as out:
-        out.metadata["title"] = "vidpipe-tag"
-        stream = out.add_stream_from_template(source.streams.video[0])
-        for packet in source.demux(source.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = stream
-                out.mux(packet)
+    tagged = remux(clean, tmp_path / "tagged.mp4", metadata={"title": "vidpipe-tag"})
     data = tagged.read_bytes()
     assert data.count(b"vidpipe-tag") == 1
     tagged.write_bytes(data.replace(b"vidpipe-tag", b"vidpipe-t\xe9g"))
