@@ -45,6 +45,8 @@ class ServiceConfig(PipelineSettings):
     batch_timeout_ms: float = Field(default=5.0, ge=0)
     max_streams: int = Field(default=16, ge=1, le=1024)
     media_roots: list[Path] = Field(default_factory=list)
+    # where a stream added over the API may name a model by path (zoo names always work)
+    model_roots: list[Path] = Field(default_factory=list)
     stall_timeout_s: float = Field(default=5.0, gt=0)
     snapshot_interval_s: float = Field(default=0.5, gt=0)
     results_dir: Path | None = Path("results")  # <results_dir>/<stream>/detections.jsonl

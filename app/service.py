@@ -19,11 +19,12 @@ from typing import Any
 
 from app.config import ServiceConfig, StreamConfig
 from app.results import StreamOutputs
-from app.streams import SourceRejected, StreamRuntime, resolve_source
+from app.streams import SourceRejected, StreamRuntime, check_stream_model, resolve_source
 from models.zoo import resolve_model
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.shared import SharedDetector
+from pipelines.sources.media import MEDIA_FORMATS
 from pipelines.sources.paced import PacedFileSource
 from pipelines.sources.url import redact, redact_text
 
@@ -66,7 +67,8 @@ class Service:
         stream_id = cfg.id or self._next_id()
         if stream_id in self.streams:
             raise StreamExists(f"stream {stream_id!r} exists already")
-        model = cfg.model or self.config.model
+        model = (self.config.model if cfg.model is None
+                 else check_stream_model(cfg.model, self.config.model_roots))
         model_path, spec = resolve_model(model)
         policy = cfg.policy or "drop_oldest"
         rt = StreamRuntime(stream_id, redact(cfg.url), kind, model, policy,
@@ -153,7 +155,7 @@ class Service:
 
         def open_source(location: Any, sid: str) -> Any:
             if rt.kind == "file":
-                rt.source = PacedFileSource(location, sid, loop=True)
+                rt.source = PacedFileSource(location, sid, loop=True, formats=MEDIA_FORMATS)
             else:
                 from pipelines.sources.rtsp import RtspSource
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from app.results import StreamOutputs
+from models.zoo import zoo_names
 from pipelines.pipeline import Pipeline
 from pipelines.sources.url import redact, validate_rtsp_url
 
@@ -58,6 +59,22 @@ def resolve_source(url: str, media_roots: list[Path]) -> tuple[SourceKind, str]:
             return "file", str(resolved)
     raise SourceRejected(f"{shown} is outside the media roots "
                          f"({', '.join(str(r) for r in media_roots)})")
+
+
+def check_stream_model(name: str, model_roots: list[Path]) -> str:
+    """``name`` if a stream may use it: a zoo model, or a path under a configured model root.
+    Anything else gets one answer, whether or not it exists (no file-existence oracle)."""
+    if "/" not in name and not name.endswith(".onnx") and name in zoo_names():
+        return name
+    if any(ord(c) < 32 for c in name):
+        raise SourceRejected(f"model {redact(name)!r} holds a control character")
+    resolved = Path(name).resolve()
+    if any(resolved.is_relative_to(root.resolve()) for root in model_roots):
+        return str(resolved)
+    roots = ", ".join(str(r) for r in model_roots) or "none configured"
+    zoo = ", ".join(zoo_names())
+    raise SourceRejected(f"model {redact(name)!r} is neither a zoo model ({zoo}) nor under a "
+                         f"model root ({roots})")
 
 
 @dataclass(eq=False)

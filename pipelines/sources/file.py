@@ -30,7 +30,10 @@ class FileSource:
     live = False
     epoch = 0  # one connection for a file's whole life
 
-    def __init__(self, path: str | Path, stream_id: str | None = None) -> None:
+    def __init__(self, path: str | Path, stream_id: str | None = None, *,
+                 formats: str | None = None) -> None:
+        """``formats``: the only demuxers FFmpeg may read it with (comma-separated; None: any),
+        as the service limits the files under its media roots (``MEDIA_FORMATS``)."""
         self.path = Path(path)
         self.stream_id = stream_id or self.path.stem
         if not self.path.exists():
@@ -38,9 +41,13 @@ class FileSource:
         if not self.path.is_file():
             raise SourceError(f"{self.path}: not a file (expected a video file)")
         try:
-            self._container = av.open(str(self.path), mode="r", metadata_errors=METADATA_ERRORS)
+            self._container = av.open(str(self.path), mode="r", metadata_errors=METADATA_ERRORS,
+                                      options={} if formats is None
+                                      else {"format_whitelist": formats})
         except av.FFmpegError as e:
-            raise SourceError(f"{self.path}: not a video FFmpeg can read ({_reason(e)})") from e
+            allowed = "" if formats is None else f"; the media roots allow {formats}"
+            raise SourceError(f"{self.path}: not a video FFmpeg can read ({_reason(e)}"
+                              f"{allowed})") from e
         if not self._container.streams.video:
             self._container.close()
             raise SourceError(f"{self.path}: has no video stream (expected a video file)")

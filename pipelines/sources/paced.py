@@ -23,8 +23,9 @@ class PacedFileSource(FileSource):
     live = True
 
     def __init__(self, path: str | Path, stream_id: str | None = None, *,
-                 duration_s: float | None = None, loop: bool = False) -> None:
-        super().__init__(path, stream_id)
+                 duration_s: float | None = None, loop: bool = False,
+                 formats: str | None = None) -> None:
+        super().__init__(path, stream_id, formats=formats)
         if duration_s is not None and duration_s <= 0:
             raise ValueError(f"duration must be > 0 s, got {duration_s}")
         self.duration_s = duration_s

@@ -51,3 +51,53 @@ def test_malformed_urls_are_a_400_not_a_500(tmp_path: Path, latin1_tagged: Path,
         assert text in answer.text and "pw" not in answer.text.replace("pw=***", "")
         tagged = client.post("/api/streams", json={"url": str(latin1_tagged)})
         assert tagged.status_code == 201, tagged.text
+
+
+def test_a_streams_model_is_a_zoo_name_or_under_a_model_root(tmp_path: Path, small_clip: Path):
+    """Item 7: any path used to be taken, and a directory, a file and a missing path answered
+    differently (a file-existence oracle). Now they get the same answer."""
+    media, models = tmp_path / "media", tmp_path / "models"
+    media.mkdir()
+    (media / "cam.mp4").write_bytes(small_clip.read_bytes())
+    own = models / "mine"
+    own.mkdir(parents=True)
+    zoo = Path(__file__).resolve().parents[2] / "models" / "zoo" / "shapes-yolo"
+    for name in ("card.yaml", "model.onnx"):
+        (own / name).write_bytes((zoo / name).read_bytes())
+    config = ServiceConfig(media_roots=[media], model_roots=[models],
+                           results_dir=tmp_path / "results", model="shapes-yolo")
+    url = str(media / "cam.mp4")
+    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+        answers = [client.post("/api/streams", json={"url": url, "model": name})
+                   for name in ("/etc", "/etc/hostname", "/no/such/model", "../../etc")]
+        assert [a.status_code for a in answers] == [400] * 4
+        details = [a.json()["detail"].split("'", 2)[2] for a in answers]
+        assert len(set(details)) == 1, details  # the same words whatever the path is
+        assert client.post("/api/streams", json={"url": url, "model": "shapes-yolo"}
+                           ).status_code == 201
+        assert client.post("/api/streams", json={"url": url, "model": str(own)}
+                           ).status_code == 201
+
+
+def test_a_playlist_under_a_media_root_cannot_reach_files_outside_it(tmp_path: Path):
+    """Item 5: an HLS playlist inside a media root naming a file outside it was accepted (201)
+    and played; FFmpeg is now told the demuxers a media-root file may use."""
+    import av
+
+    media, outside = tmp_path / "media", tmp_path / "outside"
+    media.mkdir()
+    outside.mkdir()
+    clip = make_test_clip(outside / "secret.mp4", frames=10)
+    segment = remux(clip, outside / "secret.ts", container="mpegts")
+    playlist = media / "cam.m3u8"
+    playlist.write_text(f"#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:1.0,\n{segment}\n"
+                        "#EXT-X-ENDLIST\n")
+    with av.open(str(playlist)) as plain:  # what FFmpeg does unasked: it reads the file outside
+        assert plain.format.name == "hls"
+    (media / "cam.mp4").write_bytes(clip.read_bytes())
+    config = ServiceConfig(media_roots=[media], results_dir=tmp_path / "results")
+    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+        refused = client.post("/api/streams", json={"url": str(playlist)})
+        assert refused.status_code == 400 and "media roots allow" in refused.text
+        assert client.post("/api/streams", json={"url": str(media / "cam.mp4")}
+                           ).status_code == 201
