@@ -5,7 +5,7 @@ that variable is set.
 Errors are JSON ``{"detail": ...}`` with the status a client can act on: 400 a source the
 service will not open, 401 no or a wrong token, 404 no such stream, 409 an id in use, 422 a
 malformed body (the field is named, the submitted value is not echoed: it may hold a password),
-429 the stream limit.
+413 a body over ``max_body_kb`` (refused before it is read), 429 the stream limit.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from app import __version__
 from app.config import ServiceConfig, StreamConfig
+from app.limits import BodyLimit
 from app.service import Service, StreamExists, StreamLimit
 from app.stats import stats
 from app.streams import SourceRejected
@@ -53,6 +54,7 @@ def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None)
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     if DASHBOARD.is_dir():
         app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
+    app.add_middleware(BodyLimit, max_bytes=int(config.max_body_kb * 1024))
     return app
 
 

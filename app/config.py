@@ -44,6 +44,7 @@ class ServiceConfig(PipelineSettings):
     model: str = "ssdlite-person"
     batch_timeout_ms: float = Field(default=5.0, ge=0)
     max_streams: int = Field(default=16, ge=1, le=1024)
+    max_body_kb: float = Field(default=64.0, gt=0)  # API request bodies, refused (413) unread
     media_roots: list[Path] = Field(default_factory=list)
     # where a stream added over the API may name a model by path (zoo names always work)
     model_roots: list[Path] = Field(default_factory=list)

@@ -1,6 +1,7 @@
 """`vidpipe serve` as a process: it starts the configured streams and drains on SIGTERM."""
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -58,3 +59,52 @@ def test_sigterm_drains_the_streams_and_exits_within_10_s(small_clip, tmp_path):
     assert "drained 1 stream(s)" in output and "Application shutdown complete" in output
     assert took < 10.0
     assert "Traceback" not in output
+
+
+def _serving(tmp_path, extra: str = "") -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    config = tmp_path / "service.yaml"
+    config.write_text(f"results_dir: {tmp_path / 'results'}\n{extra}")
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--config", str(config),
+                             "--port", str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "VIDPIPE_API_TOKEN": "t0ken"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            get_json(f"http://127.0.0.1:{port}/healthz")
+            return proc, port
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"vidpipe serve did not come up: {proc.communicate()[0][-2000:]}")
+
+
+def _raw_post(port: int, headers: str, body: bytes = b"") -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(f"POST /api/streams HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}\r\n".encode()
+                  + body)
+        return s.recv(4096).decode(errors="replace")
+
+
+def test_a_huge_body_is_refused_before_it_is_read(tmp_path):
+    """Issue 22, item 4: 200 MB declared, none of it sent: the answer is a 413 at once (the
+    old service waited to read the whole body before its token check)."""
+    proc, port = _serving(tmp_path, "max_body_kb: 64\n")
+    try:
+        start = time.monotonic()
+        answer = _raw_post(port, "Content-Type: application/json\r\n"
+                                 "Content-Length: 209715200\r\n")
+        took = time.monotonic() - start
+        assert answer.startswith("HTTP/1.1 413"), answer
+        assert took < 2.0
+        chunked = _raw_post(port, "Content-Type: application/json\r\n"
+                                  "Transfer-Encoding: chunked\r\n",
+                            b"".join(b"%x\r\n%s\r\n" % (8192, b"x" * 8192) for _ in range(9)))
+        assert chunked.startswith("HTTP/1.1 413"), chunked
+        small = _raw_post(port, "Content-Type: application/json\r\nContent-Length: 2\r\n",
+                          b"{}")
+        assert small.startswith("HTTP/1.1 401"), small  # within the limit: the token decides
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
