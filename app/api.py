@@ -1,7 +1,9 @@
 """The HTTP face of the service (FastAPI): streams CRUD, stats, events, snapshots, metrics.
 
-Mutating routes, and the results feed, need ``Authorization: Bearer <VIDPIPE_API_TOKEN>`` when
-that variable is set.
+With ``VIDPIPE_API_TOKEN`` set, every route that returns data or changes state needs
+``Authorization: Bearer <token>``: the streams, their snapshots and results, the stats, the
+event feed and ``/metrics`` (one port, one credential: Prometheus scrapes with it). Only
+``/healthz``, ``/readyz`` and the dashboard's static files are open.
 Errors are JSON ``{"detail": ...}`` with the status a client can act on: 400 a source the
 service will not open, 401 no or a wrong token, 404 no such stream, 409 an id in use, 422 a
 malformed body (the field is named, the submitted value is not echoed: it may hold a password),
@@ -88,11 +90,11 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
             raise HTTPException(400, str(e)) from e
         return rt.public()
 
-    @app.get("/api/streams")
+    @app.get("/api/streams", dependencies=[auth])
     async def list_streams() -> list[dict[str, Any]]:
         return [rt.public() for rt in service.streams.values()]
 
-    @app.get("/api/streams/{stream_id}")
+    @app.get("/api/streams/{stream_id}", dependencies=[auth])
     async def get_stream(stream_id: str) -> dict[str, Any]:
         return _stream(service, stream_id).public()
 
@@ -102,7 +104,7 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
         await service.remove_stream(stream_id)
         return Response(status_code=204)
 
-    @app.get("/api/streams/{stream_id}/snapshot.jpg")
+    @app.get("/api/streams/{stream_id}/snapshot.jpg", dependencies=[auth])
     async def snapshot(stream_id: str) -> Response:
         snapshot = _stream(service, stream_id).outputs.snapshot
         jpeg = await asyncio.to_thread(lambda: snapshot.jpeg)  # drawn and encoded when read
@@ -119,16 +121,16 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
         return StreamingResponse(_results(live, request), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})
 
-    @app.get("/api/stats")
+    @app.get("/api/stats", dependencies=[auth])
     async def get_stats(window_s: float = 60.0) -> dict[str, Any]:
         return stats(service, window_s)
 
-    @app.get("/api/events")
+    @app.get("/api/events", dependencies=[auth])
     async def events(request: Request) -> StreamingResponse:
         return StreamingResponse(_events(service, request), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})
 
-    @app.get("/metrics")
+    @app.get("/metrics", dependencies=[auth])
     async def metrics() -> Response:
         return Response(generate_latest(service.metrics.registry),
                         media_type=CONTENT_TYPE_LATEST)

@@ -274,7 +274,7 @@ async function refreshSnapshot(card) {
   card.loading = true;
   try {
     const r = await fetch(`/api/streams/${encodeURIComponent(card.id)}/snapshot.jpg`,
-      { cache: 'no-store' });
+      { cache: 'no-store', headers: authHeaders() });
     if (!r.ok) return;
     const url = URL.createObjectURL(await r.blob());
     const img = card.part('snapshot');
@@ -293,10 +293,21 @@ async function refreshSnapshot(card) {
 }
 
 // ---- the API -----------------------------------------------------------------------------
-function api(method, path, body) {
-  const headers = {};
+// With a token set on the service every data route needs it, the event feed too: so the feed
+// is read with fetch (EventSource cannot send a header), and the token is kept for the
+// browser session only.
+function authHeaders() {
   const token = $('token').value.trim();
-  if (token) headers.Authorization = `Bearer ${token}`;
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+function needToken() {
+  setLink('token', 'API token needed');
+  $('token').classList.add('needed');
+}
+
+function api(method, path, body) {
+  const headers = authHeaders();
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   return fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
 }
@@ -387,7 +398,11 @@ function onStats(stats, via) {
 
 async function poll() {
   try {
-    const r = await fetch('/api/stats', { cache: 'no-store' });
+    const r = await fetch('/api/stats', { cache: 'no-store', headers: authHeaders() });
+    if (r.status === 401) {
+      needToken();
+      return;
+    }
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     onStats(await r.json(), 'polling');
   } catch {
@@ -406,16 +421,46 @@ function stopPolling() {
   pollTimer = null;
 }
 
-function connect() {
-  const events = new EventSource('/api/events');
-  events.addEventListener('open', stopPolling);
-  events.addEventListener('stats', (e) => onStats(JSON.parse(e.data), 'live'));
-  events.addEventListener('stream', (e) => upsertStream(JSON.parse(e.data).stream));
-  events.addEventListener('removed', (e) => dropCard(JSON.parse(e.data).stream.id));
-  events.addEventListener('error', () => {
-    startPolling(); // the browser retries the event stream by itself meanwhile
-    if (events.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
-  });
+// The event feed (server-sent events) over fetch; on any failure the stats are polled and
+// the feed is tried again in 5 s.
+async function connect() {
+  try {
+    const r = await fetch('/api/events', { cache: 'no-store', headers: authHeaders() });
+    if (r.status === 401) needToken();
+    if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);
+    $('token').classList.remove('needed');
+    stopPolling();
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        onEvent(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+      }
+    }
+  } catch {
+    // unreachable, refused or cut: polled meanwhile
+  }
+  startPolling();
+  setTimeout(connect, 5000);
+}
+
+function onEvent(block) {
+  let type = 'message';
+  let data = '';
+  for (const line of block.split('\n')) {
+    if (line.startsWith('event:')) type = line.slice(6).trim();
+    else if (line.startsWith('data:')) data += line.slice(5).trim();
+  }
+  if (!data) return;  // a keep-alive comment
+  const payload = JSON.parse(data);
+  if (type === 'stats') onStats(payload, 'live');
+  else if (type === 'stream') upsertStream(payload.stream);
+  else if (type === 'removed') dropCard(payload.stream.id);
 }
 
 function watchFreshness() {
@@ -425,8 +470,8 @@ function watchFreshness() {
 
 function init() {
   const token = $('token');
-  token.value = localStorage.getItem(TOKEN_KEY) || '';
-  token.addEventListener('change', () => localStorage.setItem(TOKEN_KEY, token.value.trim()));
+  token.value = sessionStorage.getItem(TOKEN_KEY) || '';
+  token.addEventListener('change', () => sessionStorage.setItem(TOKEN_KEY, token.value.trim()));
   $('add-form').addEventListener('submit', onAdd);
   for (const name of STAGES) stageBox(name);
   connect();

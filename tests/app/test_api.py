@@ -97,7 +97,9 @@ def test_bad_requests_say_what_is_wrong(media_root, body, status, text):
         assert text in r.text
 
 
-def test_mutating_routes_need_the_token_when_one_is_set(media_root):
+def test_every_data_route_needs_the_token_when_one_is_set(media_root):
+    """Issue 22, item 9: reads, stats, snapshots, the event feed and /metrics were open while
+    a token was set (live pictures of every camera to anyone on the port)."""
     with client_for(media_root, api_token="tok") as client:
         body = {"url": str(media_root / "cam.mp4"), "id": "cam"}
         assert client.post("/api/streams", json=body).status_code == 401
@@ -105,7 +107,17 @@ def test_mutating_routes_need_the_token_when_one_is_set(media_root):
                            headers={"Authorization": "Bearer nope"}).status_code == 401
         ok = {"Authorization": "Bearer tok"}
         assert client.post("/api/streams", json=body, headers=ok).status_code == 201
-        assert client.get("/api/streams").status_code == 200  # reading needs no token
+        reads = ["/api/streams", "/api/streams/cam", "/api/streams/cam/snapshot.jpg",
+                 "/api/streams/cam/results", "/api/stats", "/api/events", "/metrics"]
+        for path in reads:
+            assert client.get(path).status_code == 401, path
+            assert client.get(path, headers={"Authorization": "Bearer nope"}
+                              ).status_code == 401, path
+        assert client.get("/api/streams", headers=ok).status_code == 200
+        assert client.get("/api/stats", headers=ok).status_code == 200
+        assert client.get("/metrics", headers=ok).status_code == 200
+        for path in ("/healthz", "/readyz", "/", "/app.js"):
+            assert client.get(path).status_code == 200, path
         assert client.delete("/api/streams/cam").status_code == 401
         assert client.delete("/api/streams/cam", headers=ok).status_code == 204
 

@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -61,25 +62,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _get_json(url: str):
-    with urllib.request.urlopen(url, timeout=5) as response:
+def _get_json(url: str, token: str | None = None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                timeout=5) as response:
         return json.loads(response.read())
 
 
-def _all_stages_measured(base: str) -> bool:
+def _all_stages_measured(base: str, token: str | None = None) -> bool:
     try:
-        stages = {s["stage"]: s for s in _get_json(f"{base}/api/stats")["stages"]}
+        stages = {s["stage"]: s for s in _get_json(f"{base}/api/stats", token)["stages"]}
     except (OSError, urllib.error.URLError, ValueError):
         return False  # not listening yet
     return all(name in stages and stages[name]["work_ms"]["p50"] is not None
                for name in STAGES)
 
 
-@pytest.fixture(scope="module")
-def service(small_clip, tmp_path_factory):
+@contextmanager
+def _serving(small_clip: Path, tmp_path: Path, token: str | None = None):
     """`vidpipe serve` on a free port with one file stream ("cam"), once every stage has
-    measured. Shared by the tests here, which leave it with that one stream."""
-    tmp_path = tmp_path_factory.mktemp("dashboard")
+    measured; ``token``: the service's VIDPIPE_API_TOKEN."""
     media = tmp_path / "media"
     media.mkdir()
     clip = media / "cam.mp4"
@@ -93,6 +95,8 @@ def service(small_clip, tmp_path_factory):
     }))
     # The developer's own VIDPIPE_* settings (a token, a port) must not change the test.
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIDPIPE_")}
+    if token is not None:
+        env["VIDPIPE_API_TOKEN"] = token
     log_path = tmp_path / "service.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
@@ -101,7 +105,7 @@ def service(small_clip, tmp_path_factory):
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
-        while not _all_stages_measured(base):
+        while not _all_stages_measured(base, token):
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"the service did not measure every stage:\n{log_path.read_text()}")
             time.sleep(0.2)
@@ -113,6 +117,14 @@ def service(small_clip, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def service(small_clip, tmp_path_factory):
+    """The service without a token, shared by the tests here, which leave it with its one
+    stream."""
+    with _serving(small_clip, tmp_path_factory.mktemp("dashboard")) as served:
+        yield served
 
 
 @pytest.fixture
@@ -192,3 +204,33 @@ def test_dashboard_polls_the_stats_when_the_event_stream_fails(page, service):
     expect(page.get_by_test_id("stage-infer-latency")).to_have_text(LATENCY, timeout=5_000)
     expect(page.get_by_test_id("stream-cam-state")).to_have_text("up")
     assert page.errors == [], page.errors
+
+
+def test_with_a_token_the_dashboard_asks_for_it_once_and_then_shows_everything(
+        browser, small_clip, tmp_path):
+    """Issue 22, item 9: with a token set every data route needs it, the event feed and the
+    snapshots too; the dashboard says it needs one, and once it is given shows the service
+    live (and keeps it for the browser session, not for good)."""
+    from playwright.sync_api import expect
+
+    with _serving(small_clip, tmp_path, token="s3cret-t0ken") as (base, _):
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            page.goto(f"{base}/")
+            expect(page.get_by_test_id("link")).to_have_text("API token needed",
+                                                             timeout=5_000)
+            expect(page.locator("article.stream")).to_have_count(0)
+            page.get_by_test_id("token").fill("s3cret-t0ken")
+            page.get_by_test_id("token").dispatch_event("change")
+            expect(page.get_by_test_id("stream-cam-state")).to_have_text("up", timeout=10_000)
+            expect(page.get_by_test_id("link")).to_have_text("live", timeout=10_000)
+            expect(page.get_by_test_id("stream-cam-snapshot")).to_have_attribute(
+                "data-loaded", "true", timeout=10_000)
+            assert page.evaluate("sessionStorage.getItem('vidpipe.apiToken')") == "s3cret-t0ken"
+            assert page.evaluate("localStorage.getItem('vidpipe.apiToken')") is None
+            assert errors == [], errors
+        finally:
+            context.close()

@@ -28,11 +28,21 @@ from tests.docker.shipped import (
 )
 
 
-@pytest.mark.parametrize("check", [["check", "config", str(PROMETHEUS_CONFIG)],
-                                   ["check", "rules", str(ALERTS)]], ids=["config", "rules"])
-def test_promtool_accepts_the_shipped_files(check):
-    done = subprocess.run([str(tool(PROMTOOL)), *check], capture_output=True, text=True,
-                          timeout=30)
+@pytest.mark.parametrize("check", ["config", "rules"])
+def test_promtool_accepts_the_shipped_files(check, tmp_path):
+    target = ALERTS
+    if check == "config":
+        # The token file compose mounts for Prometheus, here a stand-in: promtool checks that
+        # the files a config names exist. The alert rules are named relative to the config.
+        token = tmp_path / "vidpipe_api_token"
+        token.write_text("token\n")
+        target = tmp_path / "prometheus.yml"
+        text = PROMETHEUS_CONFIG.read_text()
+        assert "/run/secrets/vidpipe_api_token" in text
+        target.write_text(text.replace("/run/secrets/vidpipe_api_token", str(token)))
+        (tmp_path / ALERTS.name).write_text(ALERTS.read_text())
+    done = subprocess.run([str(tool(PROMTOOL)), "check", check, str(target)],
+                          capture_output=True, text=True, timeout=30)
     print(done.stdout, done.stderr)
     assert done.returncode == 0, done.stdout + done.stderr
 
