@@ -7,7 +7,8 @@ event feed and ``/metrics`` (one port, one credential: Prometheus scrapes with i
 Errors are JSON ``{"detail": ...}`` with the status a client can act on: 400 a source the
 service will not open, 401 no or a wrong token, 404 no such stream, 409 an id in use, 422 a
 malformed body (the field is named, the submitted value is not echoed: it may hold a password),
-413 a body over ``max_body_kb`` (refused before it is read), 429 the stream limit.
+413 a body over ``max_body_kb`` (refused before it is read), 429 the stream limit; a Host
+header outside ``allowed_hosts`` gets a plain 400 before any route runs.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from app import __version__
-from app.config import ServiceConfig, StreamConfig
+from app.config import ServiceConfig, StreamConfig, answered_hosts
 from app.limits import BodyLimit
 from app.service import Service, StreamExists, StreamLimit
 from app.stats import stats
@@ -57,6 +59,8 @@ def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None)
     if DASHBOARD.is_dir():
         app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
     app.add_middleware(BodyLimit, max_bytes=int(config.max_body_kb * 1024))
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=answered_hosts(config),
+                       www_redirect=False)  # added last: the first to see a request
     return app
 
 

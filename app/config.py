@@ -45,6 +45,9 @@ class ServiceConfig(PipelineSettings):
     batch_timeout_ms: float = Field(default=5.0, ge=0)
     max_streams: int = Field(default=16, ge=1, le=1024)
     max_body_kb: float = Field(default=64.0, gt=0)  # API request bodies, refused (413) unread
+    # Host headers the API answers (DNS rebinding: a web page must not reach it by a name of
+    # its own); None: localhost and 127.0.0.1, and ``host`` when it names one address
+    allowed_hosts: list[str] | None = None
     media_roots: list[Path] = Field(default_factory=list)
     # where a stream added over the API may name a model by path (zoo names always work)
     model_roots: list[Path] = Field(default_factory=list)
@@ -54,6 +57,17 @@ class ServiceConfig(PipelineSettings):
     results_rotate_mb: float = Field(default=64.0, gt=0)
     streams: list[StreamConfig] = Field(default_factory=list)
     api_token: str | None = Field(default=None, exclude=True, repr=False)
+
+
+def answered_hosts(config: ServiceConfig) -> list[str]:
+    """The Host header values the API answers: ``allowed_hosts``, else the loopback names and
+    the address the service listens on when it is one (not 0.0.0.0 or ::)."""
+    if config.allowed_hosts is not None:
+        return list(config.allowed_hosts)
+    hosts = ["localhost", "127.0.0.1"]
+    if config.host not in ("0.0.0.0", "::", "", *hosts):
+        hosts.append(config.host)
+    return hosts
 
 
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from app.api import create_app
 from app.config import ServiceConfig
+from tests.support.api import LOCAL
 
 SECRET = "hunter2-secret"
 
@@ -24,7 +25,7 @@ def media_root(small_clip, tmp_path):
 def client_for(media_root, **overrides):
     overrides.setdefault("results_dir", media_root.parent / "results")
     config = ServiceConfig(media_roots=[media_root], **overrides)
-    return TestClient(create_app(config))
+    return TestClient(create_app(config), base_url=LOCAL)
 
 
 def wait_for(predicate, timeout=15.0):
@@ -148,3 +149,16 @@ def test_a_password_in_an_rtsp_url_appears_nowhere(media_root, caplog):
     assert "admin:***@" in r.text or "***@" in r.text
     for text in seen:
         assert SECRET not in text
+
+
+def test_a_host_header_the_service_does_not_answer_to_is_refused(media_root):
+    """Issue 22, item 9: no Host check let a web page reach the API by DNS rebinding (its own
+    name resolving to 127.0.0.1)."""
+    with client_for(media_root) as client:
+        assert client.get("/api/stats").status_code == 200
+        assert client.get("/api/stats", headers={"Host": "localhost:8080"}).status_code == 200
+        rebound = client.get("/api/stats", headers={"Host": "attacker.example:8080"})
+        assert rebound.status_code == 400 and "stream" not in rebound.text
+    with client_for(media_root, allowed_hosts=["vidpipe"]) as client:
+        assert client.get("/healthz", headers={"Host": "vidpipe:8080"}).status_code == 200
+        assert client.get("/healthz").status_code == 400  # 127.0.0.1 is not on that list

@@ -13,6 +13,7 @@ from app.api import create_app
 from app.config import ServiceConfig
 from pipelines.sources.file import FileSource
 from pipelines.sources.synthetic import make_test_clip
+from tests.support.api import LOCAL
 from tests.support.cli import vidpipe
 from tests.support.media import remux
 
@@ -45,7 +46,8 @@ def test_a_tag_that_is_not_utf8_does_not_stop_a_run(latin1_tagged: Path, tmp_pat
 ])
 def test_malformed_urls_are_a_400_not_a_500(tmp_path: Path, latin1_tagged: Path, url, text):
     config = ServiceConfig(media_roots=[tmp_path], results_dir=tmp_path / "results")
-    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+    with TestClient(create_app(config), base_url=LOCAL,
+                    raise_server_exceptions=False) as client:
         answer = client.post("/api/streams", json={"url": url.replace("MEDIA", str(tmp_path))})
         assert answer.status_code == 400, answer.text
         assert text in answer.text and "pw" not in answer.text.replace("pw=***", "")
@@ -67,7 +69,8 @@ def test_a_streams_model_is_a_zoo_name_or_under_a_model_root(tmp_path: Path, sma
     config = ServiceConfig(media_roots=[media], model_roots=[models],
                            results_dir=tmp_path / "results", model="shapes-yolo")
     url = str(media / "cam.mp4")
-    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+    with TestClient(create_app(config), base_url=LOCAL,
+                    raise_server_exceptions=False) as client:
         answers = [client.post("/api/streams", json={"url": url, "model": name})
                    for name in ("/etc", "/etc/hostname", "/no/such/model", "../../etc")]
         assert [a.status_code for a in answers] == [400] * 4
@@ -96,7 +99,8 @@ def test_a_playlist_under_a_media_root_cannot_reach_files_outside_it(tmp_path: P
         assert plain.format.name == "hls"
     (media / "cam.mp4").write_bytes(clip.read_bytes())
     config = ServiceConfig(media_roots=[media], results_dir=tmp_path / "results")
-    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+    with TestClient(create_app(config), base_url=LOCAL,
+                    raise_server_exceptions=False) as client:
         refused = client.post("/api/streams", json={"url": str(playlist)})
         assert refused.status_code == 400 and "media roots allow" in refused.text
         assert client.post("/api/streams", json={"url": str(media / "cam.mp4")}

@@ -14,6 +14,7 @@ from app.config import ServiceConfig, StreamConfig
 from app.service import Service
 from pipelines.metrics import PipelineMetrics
 from pipelines.sinks.rotating import result_files
+from tests.support.api import LOCAL
 
 
 def _media(small_clip, tmp_path):
@@ -69,7 +70,7 @@ def test_the_results_feed_sends_each_processed_frame(small_clip, tmp_path):
     config = ServiceConfig(media_roots=[media], model="shapes-yolo",
                            results_dir=tmp_path / "results", api_token="tok",
                            streams=[StreamConfig(url=str(media / "cam.mp4"), id="cam")])
-    with TestClient(create_app(config)) as client:
+    with TestClient(create_app(config), base_url=LOCAL) as client:
         assert client.get("/api/streams/cam/results").status_code == 401  # data: token
         assert client.get("/api/streams/nope/results",
                           headers={"Authorization": "Bearer tok"}).status_code == 404

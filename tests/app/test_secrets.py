@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from app.api import create_app
 from app.config import ServiceConfig, StreamConfig
 from pipelines.sources.url import redact, redact_text
+from tests.support.api import LOCAL
 
 MARK = "Zq7MarkerPw"
 # Each URL hides MARK somewhere a camera or a typo puts a secret.
@@ -53,7 +54,8 @@ def test_the_marker_appears_in_no_answer_feed_metric_or_log(tmp_path, small_clip
     config = ServiceConfig(media_roots=[root], results_dir=tmp_path / "results", streams=boot,
                            max_streams=64)
     seen: list[str] = []
-    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+    with TestClient(create_app(config), base_url=LOCAL,
+                    raise_server_exceptions=False) as client:
         for i, url in enumerate(URLS):
             answer = client.post("/api/streams", json={"url": url, "id": f"api{i}"})
             assert answer.status_code in (201, 400), (url, answer.status_code, answer.text)
