@@ -114,6 +114,12 @@ class PipelineMetrics:
                                      "rebuilt after a failure", ["model", "device"], registry=r)
         self._sink_errors = PromCounter("vidpipe_sink_errors_total", "Results a stream's sink "
                                         "failed to take", ["stream", "sink"], registry=r)
+        self._up_by = _Children(self._up)
+        self._reconnects_by = _Children(self._reconnects)
+        self._sink_errors_by = _Children(self._sink_errors)
+        # every labelled metric whose first label is the stream: forget_stream drops them
+        self._per_stream = (self._frames_by, self._latency_by, self._detections_by,
+                            self._up_by, self._reconnects_by, self._sink_errors_by)
         self.model_loads: Counter[tuple[str, str]] = Counter()
         self.stage_work: dict[str, Samples] = defaultdict(self._samples)
         self.stage_waits: dict[str, Samples] = defaultdict(self._samples)
@@ -187,20 +193,24 @@ class PipelineMetrics:
         self._restarts.labels(model, device).inc()
 
     def count_sink_error(self, stream: str, sink: str) -> None:
-        self._sink_errors.labels(stream, sink).inc()
+        self._sink_errors_by(stream, sink).inc()
 
     def set_stream_up(self, stream: str, up: bool) -> None:
-        self._up.labels(stream).set(1.0 if up else 0.0)
+        self._up_by(stream).set(1.0 if up else 0.0)
 
     def forget_stream(self, stream: str) -> None:
-        """A stream removed on purpose is not a stream that is down: drop its up gauge."""
-        try:
-            self._up.remove(stream)
-        except KeyError:
-            pass
+        """A stream removed on purpose: its series leave ``/metrics`` (Prometheus keeps what
+        it scraped; a stream that is gone is not one that is down) and its figures leave
+        memory, so that adding and removing streams does not grow either."""
+        for children in self._per_stream:
+            children.forget(stream)
+        with self._lock:
+            self.latency.pop(stream, None)
+            self.received.pop(stream, None)
+            self.outcomes.pop(stream, None)
 
     def count_reconnect(self, stream: str) -> None:
-        self._reconnects.labels(stream).inc()
+        self._reconnects_by(stream).inc()
 
     # -- reading -----------------------------------------------------------------------------
     def stage_summaries(self, wall_s: float | None = None,
@@ -233,8 +243,8 @@ class PipelineMetrics:
 
 
 class _Children:
-    """A labelled metric's children by label values, each made once (never removed: stages,
-    outcomes and streams' counters live as long as the registry)."""
+    """A labelled metric's children by label values, each made once; a stream's are removed
+    with ``forget`` when the stream is."""
 
     def __init__(self, metric: Any) -> None:
         self._metric = metric
@@ -245,6 +255,15 @@ class _Children:
         if child is None:  # two threads may both get here: labels() returns the same child
             child = self._children[values] = self._metric.labels(*values)
         return child
+
+    def forget(self, first: str) -> None:
+        """Remove every child whose first label value is ``first``."""
+        for values in [v for v in list(self._children) if v[0] == first]:
+            self._children.pop(values, None)
+            try:
+                self._metric.remove(*values)
+            except KeyError:
+                pass
 
 
 def _ms(values: list[float]) -> tuple[float, float, float]:

@@ -162,3 +162,21 @@ def test_a_host_header_the_service_does_not_answer_to_is_refused(media_root):
     with client_for(media_root, allowed_hosts=["vidpipe"]) as client:
         assert client.get("/healthz", headers={"Host": "vidpipe:8080"}).status_code == 200
         assert client.get("/healthz").status_code == 400  # 127.0.0.1 is not on that list
+
+
+def test_removed_streams_leave_no_series_behind(media_root):
+    """Issue 22, item 11: about 25 series stayed in /metrics per removed stream (60 add/remove
+    cycles: 38 -> 1,743 lines), and their figures in memory."""
+    with client_for(media_root) as client:
+        body = {"url": str(media_root / "cam.mp4")}
+        assert client.post("/api/streams", json=body | {"id": "keep"}).status_code == 201
+        for i in range(5):
+            assert client.post("/api/streams", json=body | {"id": f"s{i}"}).status_code == 201
+            wait_for(lambda i=i: f'vidpipe_frames_total{{outcome="processed",stream="s{i}"}}'
+                     in client.get("/metrics").text)
+            assert client.delete(f"/api/streams/s{i}").status_code == 204
+        after = client.get("/metrics").text
+        assert not [line for line in after.splitlines() if 'stream="s' in line]
+        assert 'stream="keep"' in after  # the stream still there keeps its series
+        metrics = client.app.state.service.metrics
+        assert set(metrics.outcomes) <= {"keep"} and set(metrics.latency) <= {"keep"}
