@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, ValidationError
 
 from pipelines.errors import ConfigError
 from pipelines.options import PipelineSettings, describe_error
@@ -49,6 +49,9 @@ class ServiceConfig(PipelineSettings):
     # its own); None: localhost and 127.0.0.1, and ``host`` when it names one address
     allowed_hosts: list[str] | None = None
     media_roots: list[Path] = Field(default_factory=list)
+    # the networks camera addresses may be in, checked after DNS resolution (None: any)
+    allowed_networks: list[IPvAnyNetwork] | None = None
+    allow_idn_hosts: bool = False  # camera host names outside ASCII (IDN, bidi controls)
     # where a stream added over the API may name a model by path (zoo names always work)
     model_roots: list[Path] = Field(default_factory=list)
     stall_timeout_s: float = Field(default=5.0, gt=0)

@@ -19,7 +19,13 @@ from typing import Any
 
 from app.config import ServiceConfig, StreamConfig
 from app.results import StreamOutputs
-from app.streams import SourceRejected, StreamRuntime, check_stream_model, resolve_source
+from app.streams import (
+    SourceRejected,
+    StreamRuntime,
+    check_camera_host,
+    check_stream_model,
+    resolve_source,
+)
 from models.zoo import resolve_model
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
@@ -64,6 +70,9 @@ class Service:
         if len(self.streams) >= self.config.max_streams:
             raise StreamLimit(f"the service runs {self.config.max_streams} streams, its limit")
         kind, target = resolve_source(cfg.url, self.config.media_roots)
+        if kind == "rtsp":
+            await asyncio.to_thread(check_camera_host, target, self.config.allowed_networks,
+                                    self.config.allow_idn_hosts)
         stream_id = cfg.id or self._next_id()
         if stream_id in self.streams:
             raise StreamExists(f"stream {stream_id!r} exists already")

@@ -105,3 +105,28 @@ def test_a_playlist_under_a_media_root_cannot_reach_files_outside_it(tmp_path: P
         assert refused.status_code == 400 and "media roots allow" in refused.text
         assert client.post("/api/streams", json={"url": str(media / "cam.mp4")}
                            ).status_code == 201
+
+
+@pytest.mark.parametrize(("url", "networks", "idn", "status", "text"), [
+    ("rtsp://127.0.0.1:9/cam", ["127.0.0.0/8"], False, 201, ""),
+    ("rtsp://10.1.2.3/cam", ["127.0.0.0/8"], False, 400, "outside allowed_networks"),
+    ("rtsp://169.254.169.254:80/latest", ["10.0.0.0/8"], False, 400, "outside"),
+    ("rtsp://10.1.2.3/cam", None, False, 201, ""),  # by default any address
+    ("rtsp://cam\u202eevil.example/s", None, False, 400, "not plain ASCII"),
+    ("rtsp://caméra.local/s", None, False, 400, "not plain ASCII"),
+    ("rtsp://caméra.local/s", None, True, 201, ""),  # allowed on purpose
+    ("rtsp://no-such-host.invalid/s", ["10.0.0.0/8"], False, 400, "does not resolve"),
+])
+def test_camera_addresses_are_checked_against_the_allowed_networks(tmp_path: Path, url,
+                                                                    networks, idn, status,
+                                                                    text):
+    """Item 8: every RTSP destination was accepted (10.x, 169.254.169.254, 127.0.0.1:22) and
+    hosts with U+202E were shown as given."""
+    config = ServiceConfig(results_dir=tmp_path / "results", allowed_networks=networks,
+                           allow_idn_hosts=idn)
+    with TestClient(create_app(config), base_url=LOCAL,
+                    raise_server_exceptions=False) as client:
+        answer = client.post("/api/streams", json={"url": url})
+        assert answer.status_code == status, answer.text
+        assert text in answer.text
+        assert "\u202e" not in answer.text
