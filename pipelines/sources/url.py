@@ -25,6 +25,7 @@ HARMLESS_QUERY_KEYS = frozenset({
     "tcp", "unicast", "resolution", "fps", "codec", "audio", "video",
 })
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)(.*)$", re.DOTALL)
+_QUERY_SPLIT = re.compile(r"([&;])")
 # In free text: a URL (redacted whole), else anything that runs up to an ``@`` (user-info
 # of a URL whose scheme is mistyped or missing: hidden).
 _SECRETS_IN_TEXT = re.compile(r"(?P<url>[A-Za-z][A-Za-z0-9+.\-]*:/{1,2}[^\s'\"<>]*)"
@@ -50,8 +51,9 @@ def redact(url: str) -> str:
     rest, hash_, _ = rest.partition("#")
     rest, question, query = rest.partition("?")
     shown = scheme + rest
-    if question:
-        shown += "?" + "&".join(_shown_pair(pair) for pair in query.split("&"))
+    if question:  # pairs split at & and ; (both in use), the separators kept
+        shown += "?" + "".join(part if part in "&;" else _shown_pair(part)
+                               for part in _QUERY_SPLIT.split(query))
     return shown + ("#" + HIDDEN if hash_ else "")
 
 

@@ -23,6 +23,7 @@ URLS = [
     f"rtsp://127.0.0.1:9/cam?passcode={MARK}&channel=1",
     f"rtsp://127.0.0.1:9/cam#password={MARK}",
     f"rtsp://127.0.0.1:9/cam?{MARK}",
+    f"rtsp://127.0.0.1:9/cam?channel=1;pw={MARK}",
     f"rtsp://admin:{MARK}#x@127.0.0.1:9/s",
     f"rtsp://admin:{MARK}?x@127.0.0.1:9/s",
     f"rtsp://admin:{MARK}/x@127.0.0.1:9/s",
