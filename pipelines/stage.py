@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -156,6 +157,16 @@ async def run_stage(stage: Stage[Any, Any]) -> None:
             stage.output.close()
 
 
+async def _finished(call: Call) -> tuple[Any, float]:
+    """The call's outcome once its thread is done, however often the waiting is cancelled."""
+    while True:
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            if call.done():
+                return call.result()
+
+
 async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],
                           slots: asyncio.Semaphore) -> None:
     while True:
@@ -177,7 +188,19 @@ async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[tuple[list[An
             items, call = await calls.get()
         except ChannelClosed:
             return
-        result, seconds = await call
+        if stage.output is None:
+            # A last stage's call has effects outside the pipeline (results written): one
+            # under way when the pipeline is cancelled runs to its end on its thread anyway,
+            # so it is waited for and its outcome counted, once; then the cancel goes on.
+            try:
+                result, seconds = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):  # a failed call counted nothing
+                    result, seconds = await _finished(call)
+                    stage.outputs(items, result, seconds)
+                raise
+        else:
+            result, seconds = await call
         if stage.call_ahead:
             slots.release()
         work = stage.work_seconds(result, seconds)
