@@ -81,8 +81,38 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+# What each refusal means; every one is JSON {"detail": ...}. Declared on the routes, so that
+# the OpenAPI document lists every status a client can get (Schemathesis checks it does).
+_ERROR_WORDS = {
+    400: "a source, camera host or model the service will not use", 401: "no or a wrong "
+    "token (VIDPIPE_API_TOKEN is set)", 404: "no such stream (or no frame yet)",
+    409: "the id is in use", 413: "the body is over max_body_kb", 429: "the stream limit",
+    503: "not ready: starting or shutting down",
+}
+_ERROR_BODY = {"type": "object", "properties": {"detail": {}}, "required": ["detail"]}
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"description": _ERROR_WORDS[code],
+                   "content": {"application/json": {"schema": _ERROR_BODY}}}
+            for code in codes}
+
+
+class JpegResponse(Response):
+    media_type = "image/jpeg"
+
+
+class EventStream(StreamingResponse):
+    media_type = "text/event-stream"
+
+
+class MetricsText(Response):
+    media_type = CONTENT_TYPE_LATEST
+
+
 def _routes(app: FastAPI, service: Service, auth: Any) -> None:
-    @app.post("/api/streams", status_code=201, dependencies=[auth])
+    @app.post("/api/streams", status_code=201, dependencies=[auth],
+              responses=_errors(400, 401, 409, 413, 429))
     async def add_stream(body: StreamConfig) -> dict[str, Any]:
         try:
             rt = await service.add_stream(body)
@@ -94,56 +124,58 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
             raise HTTPException(400, str(e)) from e
         return rt.public()
 
-    @app.get("/api/streams", dependencies=[auth])
+    @app.get("/api/streams", dependencies=[auth], responses=_errors(401))
     async def list_streams() -> list[dict[str, Any]]:
         return [rt.public() for rt in service.streams.values()]
 
-    @app.get("/api/streams/{stream_id}", dependencies=[auth])
+    @app.get("/api/streams/{stream_id}", dependencies=[auth], responses=_errors(401, 404))
     async def get_stream(stream_id: str) -> dict[str, Any]:
         return _stream(service, stream_id).public()
 
-    @app.delete("/api/streams/{stream_id}", status_code=204, dependencies=[auth])
+    @app.delete("/api/streams/{stream_id}", status_code=204, dependencies=[auth],
+                responses=_errors(401, 404))
     async def delete_stream(stream_id: str) -> Response:
         _stream(service, stream_id)
         await service.remove_stream(stream_id)
         return Response(status_code=204)
 
-    @app.get("/api/streams/{stream_id}/snapshot.jpg", dependencies=[auth])
+    @app.get("/api/streams/{stream_id}/snapshot.jpg", dependencies=[auth],
+             response_class=JpegResponse, responses=_errors(401, 404))
     async def snapshot(stream_id: str) -> Response:
         snapshot = _stream(service, stream_id).outputs.snapshot
         jpeg = await asyncio.to_thread(lambda: snapshot.jpeg)  # drawn and encoded when read
         if jpeg is None:
             raise HTTPException(404, f"stream {stream_id!r} has no frame yet")
-        return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
+        return JpegResponse(jpeg, headers={"Cache-Control": "no-store"})
 
-    @app.get("/api/streams/{stream_id}/results", dependencies=[auth])
+    @app.get("/api/streams/{stream_id}/results", dependencies=[auth],
+             response_class=EventStream, responses=_errors(401, 404))
     async def results(stream_id: str, request: Request) -> StreamingResponse:
         """Server-sent events: ``result`` per processed frame (``vidpipe run``'s line
         format); ``lost`` before one when this reader fell behind and lost that many;
         ``end`` when the stream has ended."""
         live = _stream(service, stream_id).outputs.live
-        return StreamingResponse(_results(live, request), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store"})
+        return EventStream(_results(live, request), headers={"Cache-Control": "no-store"})
 
-    @app.get("/api/stats", dependencies=[auth])
+    @app.get("/api/stats", dependencies=[auth], responses=_errors(401))
     async def get_stats(window_s: float = 60.0) -> dict[str, Any]:
         return stats(service, window_s)
 
-    @app.get("/api/events", dependencies=[auth])
+    @app.get("/api/events", dependencies=[auth], response_class=EventStream,
+             responses=_errors(401))
     async def events(request: Request) -> StreamingResponse:
-        return StreamingResponse(_events(service, request), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store"})
+        return EventStream(_events(service, request), headers={"Cache-Control": "no-store"})
 
-    @app.get("/metrics", dependencies=[auth])
+    @app.get("/metrics", dependencies=[auth], response_class=MetricsText,
+             responses=_errors(401))
     async def metrics() -> Response:
-        return Response(generate_latest(service.metrics.registry),
-                        media_type=CONTENT_TYPE_LATEST)
+        return MetricsText(generate_latest(service.metrics.registry))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz")
+    @app.get("/readyz", responses=_errors(503))
     async def readyz() -> JSONResponse:
         ready = service.ready
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
