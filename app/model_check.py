@@ -252,8 +252,8 @@ def check_model(model_path: Path, spec: ModelSpec, clip: Path, options: Pipeline
         **agreement.as_dict(),
         "max_input_diff": round(diffs.max, 4), "mean_input_diff": round(diffs.mean, 5),
         "frames_with_detections_reference": sum(len(d) > 0 for d in reference.values()),
-        "frames_with_detections_pipeline": sum(len(sink.detections.get(i, Detections.empty()))
-                                               > 0 for i in reference),
+        "frames_with_detections_pipeline": sum(len(d) > 0 for i, d in sink.detections.items()
+                                               if i in reference),
     }
     if fp32 is not None:
         versus = Agreement()

@@ -8,7 +8,7 @@ from the ONNX graph itself (input name, size, layout and dtype).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -19,7 +19,7 @@ OutputFormat = Literal["yolov8", "yolov5", "ssd"]
 # How a picture is resized to the model's input: the filter the model was trained with.
 # Bilinear is what Ultralytics, the TF Object Detection API and torchvision detectors use.
 Interpolation = Literal["bilinear", "area", "nearest", "bicubic"]
-INTERPOLATIONS: tuple[str, ...] = ("bilinear", "area", "nearest", "bicubic")
+INTERPOLATIONS: tuple[str, ...] = get_args(Interpolation)
 OUTPUT_FORMATS: tuple[str, ...] = ("yolov8", "yolov5", "ssd")
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
 DEFAULT_MODEL = "ssdlite-person"

@@ -122,8 +122,8 @@ class TorchPreprocessor:
         """(C, H, W) float -> (C, new_h, new_w) with the card's OpenCV filter."""
         _, h, w = pixels.shape
         interpolation = self.spec.interpolation
-        wy = resize_weights(h, new_h, interpolation).to(pixels.device)
-        wx = resize_weights(w, new_w, interpolation).to(pixels.device)
+        wy = resize_weights(h, new_h, interpolation, pixels.device)
+        wx = resize_weights(w, new_w, interpolation, pixels.device)
         return torch.matmul(torch.matmul(wy, pixels), wx.T)
 
     def _write(self, canvas: torch.Tensor, out: torch.Tensor) -> None:
@@ -142,18 +142,20 @@ class TorchPreprocessor:
             self._staging.close()
 
 
-def resize_weights(src: int, dst: int, interpolation: str) -> torch.Tensor:
-    """(dst, src) float32 matrix of OpenCV's ``interpolation`` weights along one axis:
-    row ``d`` holds how much each source pixel adds to output pixel ``d``."""
+def resize_weights(src: int, dst: int, interpolation: str,
+                   device: str | torch.device = "cpu") -> torch.Tensor:
+    """(dst, src) float32 matrix of OpenCV's ``interpolation`` weights along one axis, on
+    ``device``: row ``d`` holds how much each source pixel adds to output pixel ``d``. Kept
+    per device, so a frame of a size seen before copies nothing to the GPU for them."""
     if src <= 0 or dst <= 0:
         raise ValueError(f"resize weights need positive sizes, got src={src} dst={dst}")
-    return _weights(src, dst, interpolation)
+    return _weights(src, dst, interpolation, str(device))
 
 
 @lru_cache(maxsize=64)
-def _weights(src: int, dst: int, interpolation: str) -> torch.Tensor:
+def _weights(src: int, dst: int, interpolation: str, device: str) -> torch.Tensor:
     # Resizing the identity's columns (height src -> dst, width kept) gives column j = the
     # response to a unit impulse at source pixel j.
     impulses = np.eye(src, dtype=np.float32)
     weights = cv2.resize(impulses, (src, dst), interpolation=OPENCV_FILTERS[interpolation])
-    return torch.from_numpy(np.ascontiguousarray(weights.reshape(dst, src)))
+    return torch.from_numpy(np.ascontiguousarray(weights.reshape(dst, src))).to(device)

@@ -28,6 +28,8 @@ import skimage.data
 PERSON_PHOTOS: tuple[str, ...] = ("astronaut", "camera")
 NON_PERSON_PHOTOS: tuple[str, ...] = ("coffee", "chelsea", "rocket")
 PHOTOS: tuple[str, ...] = PERSON_PHOTOS + NON_PERSON_PHOTOS
+# Every photograph the generators draw: the labelled ones, and backdrops only (no person).
+ALL_PHOTOS: tuple[str, ...] = PHOTOS + ("hubble_deep_field",)
 
 # About 1.7 s a shot lets a 20 s clip show every photo at least twice while alternating kinds.
 SHOT_SECONDS = 1.7
@@ -51,7 +53,8 @@ def photo_has_person(photo: str) -> bool:
 @cache
 def load_photo(photo: str) -> np.ndarray:
     """The bundled photo as HWC uint8 RGB; ``camera`` is grayscale and gets three channels."""
-    photo_has_person(photo)  # validates the name
+    if photo not in ALL_PHOTOS:
+        raise ValueError(f"unknown photo {photo!r}; expected one of {ALL_PHOTOS}")
     image = getattr(skimage.data, photo)()
     if image.ndim == 2:
         image = np.repeat(image[:, :, None], 3, axis=2)
@@ -218,14 +221,6 @@ BACKDROP_TURN = 10.0
 HARD_SHOT_SECONDS = 1.5
 
 
-@cache
-def _any_photo(name: str) -> np.ndarray:
-    image = getattr(skimage.data, name)()
-    if image.ndim == 2:
-        image = np.repeat(image[:, :, None], 3, axis=2)
-    return np.ascontiguousarray(image[:, :, :3])
-
-
 def _placement(photo: np.ndarray, centre: tuple[float, float], height: float,
                angle: float) -> np.ndarray:
     """The affine map that draws ``photo`` ``height`` pixels tall, turned by ``angle``
@@ -236,20 +231,27 @@ def _placement(photo: np.ndarray, centre: tuple[float, float], height: float,
     return warp
 
 
+def _filled(photo: str, size: tuple[int, int], centre: tuple[float, float], zoom: float,
+            angle: float) -> np.ndarray:
+    """A ``size`` (width, height) picture filled with ``photo``: ``zoom`` times the size that
+    covers it, turned by ``angle``, centred on ``centre``; mirrored where it runs out."""
+    image = load_photo(photo)
+    width, height = size
+    tall = zoom * max(height, width * image.shape[0] / image.shape[1])
+    return cv2.warpAffine(image, _placement(image, centre, tall, angle), size,
+                          flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101)
+
+
 def natural_picture(size: tuple[int, int], seed: int) -> np.ndarray:
     """A photograph (one of scikit-image's, by seed) zoomed, panned and turned to fill a
     ``size`` (width, height) picture: natural content at any size, for fidelity tests."""
     rng = np.random.default_rng([seed, 7])
-    names = PHOTOS + BACKDROPS
-    photo = _any_photo(names[seed % len(names)])
     width, height = size
     zoom = float(rng.uniform(1.0, 1.6))
     centre = (width / 2 + float(rng.uniform(-0.1, 0.1)) * width,
               height / 2 + float(rng.uniform(-0.1, 0.1)) * height)
-    tall = zoom * max(height, width * photo.shape[0] / photo.shape[1])
-    warp = _placement(photo, centre, tall, float(rng.uniform(-BACKDROP_TURN, BACKDROP_TURN)))
-    return cv2.warpAffine(photo, warp, (width, height), flags=cv2.INTER_LINEAR,
-                          borderMode=cv2.BORDER_REFLECT_101)
+    return _filled(ALL_PHOTOS[seed % len(ALL_PHOTOS)], size, centre, zoom,
+                   float(rng.uniform(-BACKDROP_TURN, BACKDROP_TURN)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,11 +335,8 @@ def render_hard_frame(shot: HardShot, index: int, size: tuple[int, int]) -> np.n
     def at(pair: tuple[float, float]) -> float:
         return pair[0] + (pair[1] - pair[0]) * t
 
-    backdrop = _any_photo(shot.backdrop)
-    tall = at(shot.zoom) * max(height, width * backdrop.shape[0] / backdrop.shape[1]) * 1.2
-    warp = _placement(backdrop, (width / 2, height / 2), tall, at(shot.angle))
-    frame = cv2.warpAffine(backdrop, warp, (width, height), flags=cv2.INTER_LINEAR,
-                           borderMode=cv2.BORDER_REFLECT_101)
+    frame = _filled(shot.backdrop, size, (width / 2, height / 2), at(shot.zoom) * 1.2,
+                    at(shot.angle))
     for inset in shot.insets:
         photo = load_photo(inset.photo)
         centre = (at((inset.centre_from[0], inset.centre_to[0])) * width,
