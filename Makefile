@@ -16,8 +16,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# trackers without its dependencies: it asks for opencv-python, vidpipe has the headless build
+# (pipelines/analytics/tracking.py); its other dependencies are in pyproject.toml.
+TRACKERS := trackers==2.6.1
+
 $(VENV)/.runtime: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet --no-deps $(TRACKERS)
 	touch $@
 
 $(VENV)/.test: pyproject.toml $(VENV)/.runtime

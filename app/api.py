@@ -23,16 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.routing import Match, Route
 
 from app import __version__
-from app.config import ServiceConfig, StreamConfig, answered_hosts
+from app.config import AnalyticsUpdate, ServiceConfig, StreamConfig, answered_hosts
 from app.limits import BodyLimit
-from app.service import Service, StreamExists, StreamLimit
+from app.service import Service, StreamExists, StreamLimit, TrackerFixed
 from app.stats import stats
 from app.streams import SourceRejected
 from pipelines.errors import VidpipeError
@@ -56,6 +59,7 @@ def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None)
     app.state.service = service
     _routes(app, service, _token_check(config.api_token))
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     if DASHBOARD.is_dir():
         app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
     app.add_middleware(BodyLimit, max_bytes=int(config.max_body_kb * 1024))
@@ -74,6 +78,19 @@ def _token_check(token: str | None) -> Any:
                                 headers={"WWW-Authenticate": "Bearer"})
 
     return Depends(require_token)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """FastAPI's answer, but a 405 names in ``Allow`` the methods the API's routes take for
+    the path (a method none takes falls through to the dashboard's static files, whose 405
+    says GET, HEAD)."""
+    if exc.status_code == 405:
+        methods = {m for route in request.app.router.routes if isinstance(route, Route)
+                   and route.matches(request.scope)[0] is not Match.NONE
+                   for m in route.methods or ()}
+        if methods:  # else a dashboard file's: StaticFiles' own Allow stands
+            exc.headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(methods))}
+    return await http_exception_handler(request, exc)
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -96,6 +113,16 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"description": _ERROR_WORDS[code],
                    "content": {"application/json": {"schema": _ERROR_BODY}}}
             for code in codes}
+
+
+def _event_feed(description: str, *kinds: str) -> dict[int | str, dict[str, Any]]:
+    """A server-sent-events answer: the schema is one event's (OpenAPI 3.1 has no
+    ``itemSchema``; Schemathesis reads ``schema`` as it), whose data is JSON."""
+    event = {"type": "object", "required": ["event", "data"],
+             "properties": {"event": {"enum": list(kinds)},
+                            "data": {"type": "string", "contentMediaType": "application/json"}}}
+    return {200: {"description": description,
+                  "content": {"text/event-stream": {"schema": event}}}}
 
 
 class JpegResponse(Response):
@@ -139,6 +166,20 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
         await service.remove_stream(stream_id)
         return Response(status_code=204)
 
+    @app.put("/api/streams/{stream_id}/analytics", dependencies=[auth],
+             responses=_errors(400, 401, 404, 409, 413))
+    async def set_analytics(stream_id: str, body: AnalyticsUpdate) -> dict[str, Any]:
+        """Replace the stream's lines and zones (source pixels); one kept unchanged keeps
+        its counts. A stream without a tracker gets one (bytetrack unless ``track``)."""
+        _stream(service, stream_id)
+        try:
+            rt = service.set_analytics(stream_id, body)
+        except TrackerFixed as e:
+            raise HTTPException(409, str(e)) from e
+        except (VidpipeError, ValueError) as e:
+            raise HTTPException(400, str(e)) from e
+        return rt.public()
+
     @app.get("/api/streams/{stream_id}/snapshot.jpg", dependencies=[auth],
              response_class=JpegResponse, responses=_errors(401, 404))
     async def snapshot(stream_id: str) -> Response:
@@ -149,7 +190,9 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
         return JpegResponse(jpeg, headers={"Cache-Control": "no-store"})
 
     @app.get("/api/streams/{stream_id}/results", dependencies=[auth],
-             response_class=EventStream, responses=_errors(401, 404))
+             response_class=EventStream, responses=_errors(401, 404) | _event_feed(
+                 "result per frame, lost before one when this reader lost some, end",
+                 "result", "lost", "end"))
     async def results(stream_id: str, request: Request) -> StreamingResponse:
         """Server-sent events: ``result`` per processed frame (``vidpipe run``'s line
         format); ``lost`` before one when this reader fell behind and lost that many;
@@ -162,7 +205,9 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
         return stats(service, window_s)
 
     @app.get("/api/events", dependencies=[auth], response_class=EventStream,
-             responses=_errors(401))
+             responses=_errors(401) | _event_feed(
+                 "stats every second; stream and removed when a stream changes",
+                 "stats", "stream", "removed"))
     async def events(request: Request) -> StreamingResponse:
         return EventStream(_events(service, request), headers={"Cache-Control": "no-store"})
 

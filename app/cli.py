@@ -23,11 +23,13 @@ from app.bench.cli import bench_against, bench_service
 from app.bench.cli import profile as run_profile
 from app.config import load_config
 from app.demo import ensure_demo_clip, score_run
+from app.memory import limit_malloc_arenas
 from app.model_cli import model as model_commands
 from app.progress import RunProgress
 from app.report import print_report
 from app.runner import run_files
 from models.zoo import resolve_model
+from pipelines.analytics.config import from_flags
 from pipelines.errors import VidpipeError
 from pipelines.options import PipelineOptions
 from pipelines.sources.synthetic import truth_path
@@ -129,25 +131,45 @@ def run(
         "Faster, but FFmpeg's filters are not OpenCV's: the model sees other pixels and may "
         "find other boxes; measure it first with `vidpipe model check MODEL --video CLIP "
         "--ffmpeg-resize`. No effect with --annotate (full pictures are decoded).")] = False,
+    track: Annotated[str | None, typer.Option(
+        "--track", metavar="TRACKER", help="Track objects across frames: bytetrack, botsort, "
+        "ocsort or sort (Roboflow's trackers). Each detection gets a track_id (confirmed "
+        "tracks only). Implied (bytetrack) by --line, --zone and --detect-every.")] = None,
+    line: Annotated[list[str] | None, typer.Option(
+        "--line", metavar="NAME=x1,y1,x2,y2", help="A counting line in source pixels "
+        "(repeatable). 'in' is a crossing from the right-hand side of the line walked from "
+        "(x1,y1) to (x2,y2) to its left-hand side; counts in summary.json, crossings in "
+        "events.jsonl.")] = None,
+    zone: Annotated[list[str] | None, typer.Option(
+        "--zone", metavar="NAME=x1,y1,x2,y2,x3,y3[,...]", help="A polygon zone in source "
+        "pixels (repeatable): occupancy, entries, exits and dwell time per track.")] = None,
+    detect_every: Annotated[int, typer.Option(
+        "--detect-every", min=1, max=30, help="Run the detector on one frame in N; the "
+        "tracker gives the boxes of the others (their lines say \"predicted\": true). "
+        "Cuts inference N-fold; docs/BENCHMARKS.md measures what it costs in accuracy.")] = 1,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
 ) -> None:
     """Detect objects in every frame of one or more videos or cameras and report where the
-    time went.
+    time went; with --track, follow them, and count them on lines and in zones.
 
-    Writes OUT/detections.jsonl (one line per frame: stream, frame, pts, detections) and
-    OUT/summary.json; exits 2 with one line on bad input (missing file, not a video, a camera
-    that cannot be reached, wrong model). Cameras run until Ctrl-C (or SIGTERM), which finishes
-    the frames already read and writes the outputs; a camera lost mid-run reconnects. A file
-    stopped that way before its end exits 130, and summary.json says which and where.
+    Writes OUT/detections.jsonl (one line per frame: stream, frame, pts, detections),
+    OUT/summary.json and, with analytics, OUT/events.jsonl; exits 2 with one line on bad
+    input (missing file, not a video, a camera that cannot be reached, wrong model).
+    Cameras run until Ctrl-C (or SIGTERM), which finishes the frames already read and writes
+    the outputs; a camera lost mid-run reconnects. A file stopped that way before its end
+    exits 130, and summary.json says which and where.
     """
+    limit_malloc_arenas()  # a camera run lasts: see app/memory.py
     _configure_logging(log_level)
     try:
         options = PipelineOptions(device=device, batch_size=batch_size,
                                   batch_timeout_ms=batch_timeout_ms, infer_threads=infer_threads,
                                   decode_threads=decode_threads, decode=decode,
                                   preprocess=preprocess, runtime=runtime, max_lag_ms=max_lag_ms,
-                                  ffmpeg_resize=ffmpeg_resize)
+                                  ffmpeg_resize=ffmpeg_resize,
+                                  analytics=from_flags(track, line or [], zone or [],
+                                                       detect_every))
         model_path, spec = resolve_model(model, output_format=format, classes=classes,
                                          input_size=_parse_size(input_size))
         log.info("model %s (%s, %d classes) from %s", spec.name, spec.output.format,
@@ -159,7 +181,8 @@ def run(
     except VidpipeError as e:
         _fail(str(e))
     print_report(console, json.loads(outputs.summary.read_text()))
-    for path in (outputs.detections, outputs.summary, *outputs.annotated):
+    written = [outputs.detections, outputs.summary, *outputs.annotated]
+    for path in written + ([outputs.events] if outputs.events else []):
         console.print(f"wrote {path}")
     if outputs.unfinished:
         left = ", ".join(f"{sid} after {n} of {total} frames"
@@ -198,7 +221,8 @@ def demo(
         f"({score.hit_rate:.1%}); frames without one that got one: "
         f"{score.false_hits}/{score.empty_frames} ({score.false_rate:.1%})")
     console.print(f"clip: {clip} (truth: {truth_path(clip)})")
-    for path in (outputs.detections, outputs.summary, *outputs.annotated):
+    written = [outputs.detections, outputs.summary, *outputs.annotated]
+    for path in written + ([outputs.events] if outputs.events else []):
         console.print(f"wrote {path}")
 
 
@@ -228,6 +252,14 @@ def bench(
         "--frames each), or with --service each stream count on both (e.g. --against "
         "00f3544).")]
     = None,
+    tracking: Annotated[bool, typer.Option(
+        "--tracking", help="Instead: tracking on held-out tracking clips (build/tracking, made "
+        "once): fps, HOTA, IDF1, mAP@0.5 per model (shapes FP32 and pruned INT8) and "
+        "--detect-every N, the tracker's cost, and the hand-written FP32 loop against "
+        "vidpipe with pruned INT8 + tracking at the best N.")] = False,
+    detect_every: Annotated[str, typer.Option(
+        "--detect-every", help="With --tracking: the detection intervals to compare.")]
+    = "1,2,3",
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
 ) -> None:
@@ -238,7 +270,12 @@ def bench(
     OUT/bench.json."""
     _configure_logging("warning")
     try:
-        if service is not None:
+        if tracking:
+            from app.bench.tracking import bench_tracking
+
+            everys = sorted({1, *(int(v) for v in detect_every.split(",") if v.strip())})
+            bench_tracking(console, everys, reps, out)
+        elif service is not None:
             bench_service(console, service, source, model, seconds, out, against)
         elif against is not None:
             bench_against(console, against, source, model, reps, frames, out)
@@ -283,6 +320,7 @@ def serve(
     Streams are added and removed at runtime (POST/DELETE /api/streams); those in the config
     start at boot. Set VIDPIPE_API_TOKEN to require a bearer token on changes. SIGTERM drains
     the streams and exits."""
+    limit_malloc_arenas()  # before any stream's threads: see app/memory.py
     _configure_logging(log_level)
     try:
         cfg = load_config(config)

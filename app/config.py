@@ -16,6 +16,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, ValidationError
 
+from pipelines.analytics.config import (
+    AnalyticsConfig,
+    LineConfig,
+    TrackerKind,
+    TrackerSettings,
+    ZoneConfig,
+)
 from pipelines.errors import ConfigError
 from pipelines.options import PipelineSettings, describe_error
 
@@ -33,6 +40,39 @@ class StreamConfig(_Strict):
     id: str | None = Field(default=None, pattern=STREAM_ID_PATTERN)
     model: str | None = None  # default: the service's model
     policy: Literal["block", "drop_oldest"] | None = None  # default: drop_oldest (live)
+    # analytics, as `vidpipe run`'s flags: a tracker (implied, bytetrack, by lines, zones
+    # and detect_every), counting lines and zones in source pixels, the detection interval
+    track: TrackerKind | TrackerSettings | None = None
+    lines: list[LineConfig] = Field(default_factory=list, max_length=64)
+    zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
+    detect_every: int = Field(default=1, ge=1, le=30)
+
+    def analytics(self) -> AnalyticsConfig | None:
+        """The stream's analytics (None: detections only); ConfigError when they do not fit
+        together (a name used twice): the schema cannot say it, the service answers 400."""
+        return analytics_config(self.track, self.lines, self.zones, self.detect_every)
+
+
+class AnalyticsUpdate(_Strict):
+    """``PUT /api/streams/{id}/analytics``: the stream's lines and zones from now on (a
+    line or zone kept as it was keeps its counts), and a tracker for a stream without one."""
+
+    track: TrackerKind | TrackerSettings | None = None
+    lines: list[LineConfig] = Field(default_factory=list, max_length=64)
+    zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
+
+
+def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[LineConfig],
+                     zones: list[ZoneConfig], detect_every: int = 1) -> AnalyticsConfig | None:
+    if track is None and not lines and not zones and detect_every == 1:
+        return None
+    settings = track if isinstance(track, TrackerSettings) else \
+        TrackerSettings(kind=track or "bytetrack")
+    try:
+        return AnalyticsConfig(track=settings, lines=lines, zones=zones,
+                               detect_every=detect_every)
+    except ValidationError as e:
+        raise ConfigError(describe_error(e)) from None
 
 
 class ServiceConfig(PipelineSettings):

@@ -31,10 +31,13 @@ from app.model_engine_cli import build_engine
 from app.model_eval import LabelsError, reference_truth, score_against, score_clips
 from app.model_speed_cli import optimize, prune, quantize
 from app.progress import RunProgress
+from app.track_eval import METRICS, score_tracking
 from models.data import CLIP_SIZE, boxes_path, make_clip
 from models.detector import ACTIVATIONS, count_parameters
+from models.tracking_data import TRACKING_SEED, make_tracking_clip
 from models.train import TrainConfig
 from models.zoo import resolve_model
+from pipelines.analytics.config import from_flags
 from pipelines.errors import VidpipeError
 from pipelines.options import PipelineOptions
 
@@ -120,14 +123,27 @@ def clips(
     frames: Annotated[int, typer.Option("--frames", help="Frames per clip.")] = 150,
     size: Annotated[str, typer.Option("--size", help="WxH, even.")]
     = f"{CLIP_SIZE[0]}x{CLIP_SIZE[1]}",
+    tracking: Annotated[bool, typer.Option(
+        "--tracking", help="Clips for scoring tracking: shapes moving along lanes, with "
+        "their identities in clip-K.mot.txt (MOT truth). Seed default 2000.")] = False,
+    occluded: Annotated[bool, typer.Option(
+        "--occluded", help="With --tracking: lanes overlapping and bars sweeping in front, "
+        "so objects pass behind others.")] = False,
 ) -> None:
-    """Make labelled clips of moving shapes: clip-K.mp4 (H.264) and clip-K.boxes.json."""
+    """Make labelled clips of moving shapes: clip-K.mp4 (H.264) and clip-K.boxes.json (and,
+    with --tracking, clip-K.mot.txt)."""
     try:
         width, height = (int(v) for v in size.lower().split("x"))
         out.mkdir(parents=True, exist_ok=True)
         for k in range(count):
-            path = make_clip(out / f"clip-{k}.mp4", seed=seed, clip=k, frames=frames,
-                             size=(width, height))
+            if tracking:
+                path = make_tracking_clip(out / f"clip-{k}.mp4",
+                                          seed=seed if seed != 1000 else TRACKING_SEED,
+                                          clip=k, frames=frames, size=(width, height),
+                                          occluded=occluded)
+            else:
+                path = make_clip(out / f"clip-{k}.mp4", seed=seed, clip=k, frames=frames,
+                                 size=(width, height))
             console.print(f"wrote {path}")
     except (ValueError, OSError) as e:
         fail(f"cannot make clips: {e}")
@@ -148,11 +164,25 @@ def evaluate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the run's outputs and "
                                       "accuracy.json.")] = Path("out/evaluate"),
     batch_size: Annotated[int, typer.Option("--batch-size", "-b")] = 4,
+    track: Annotated[str | None, typer.Option(
+        "--track", metavar="TRACKER", help="Score tracking instead: HOTA, MOTA, IDF1 of this "
+        "tracker (bytetrack, botsort, ocsort, sort) against the clips' MOT truth "
+        "(CLIP.mot.txt, `vidpipe model clips --tracking`); writes tracking.json.")] = None,
+    detect_every: Annotated[int, typer.Option(
+        "--detect-every", min=1, max=30, help="With --track: the detector on one frame in N, "
+        "the tracker between.")] = 1,
+    line: Annotated[list[str] | None, typer.Option(
+        "--line", metavar="NAME=x1,y1,x2,y2", help="With --track: a counting line; its "
+        "counts per direction against the true objects' (repeatable).")] = None,
 ) -> None:
     """Run MODEL over clips through the pipeline; print mAP@0.5 and mAP@0.5:0.95 against the
     clips' labels, or, for footage without labels, agreement mAP against a reference model's
-    detections (what an INT8 or pruned variant costs on your own video)."""
+    detections (what an INT8 or pruned variant costs on your own video). With --track, score
+    tracking instead."""
     logging.basicConfig(level="WARNING", format="%(message)s", force=True)
+    if track is not None or detect_every > 1 or line:
+        _evaluate_tracking(model_name, video, out, batch_size, track, detect_every, line or [])
+        return
     options = PipelineOptions(batch_size=batch_size)
     agreement = not labels and not all(boxes_path(v).is_file() for v in video)
     try:
@@ -180,6 +210,37 @@ def evaluate(
     path = out / "accuracy.json"
     path.write_text(json.dumps({"model": spec.name, "scored_against": "reference detections"
                                 if agreement else "labels", **scores.as_dict()}, indent=2)
+                    + "\n")
+    console.print(f"wrote {path}")
+
+
+def _evaluate_tracking(model_name: str, video: list[Path], out: Path, batch_size: int,
+                       track: str | None, detect_every: int, lines: list[str]) -> None:
+    try:
+        analytics = from_flags(track, lines, [], detect_every)
+        options = PipelineOptions(batch_size=batch_size, analytics=analytics)
+        model_path, spec = resolve_model(model_name)
+        with RunProgress(console) as progress:
+            scores = score_tracking(model_path, spec, video, out, options,
+                                    on_progress=progress.update)
+    except VidpipeError as e:
+        fail(str(e))
+    kind = analytics.track.kind if analytics and analytics.track else "bytetrack"
+    console.print(f"{spec.name} + {kind}, detector on 1 frame in {detect_every}, "
+                  f"{scores.frames} frames ({scores.predicted_frames} predicted), "
+                  f"{scores.frames / scores.wall_s:.1f} fps", highlight=False)
+    console.print("  clip      " + "".join(f"{m:>8}" for m in METRICS), highlight=False)
+    for name, figures in [*scores.per_clip.items(), ("all", scores.overall)]:
+        console.print(f"  {name:<10}" + "".join(f"{figures[m]:>8}" for m in METRICS),
+                      highlight=False)
+    for name, per_clip in scores.lines.items():
+        for sid, counts in per_clip.items():
+            console.print(f"  line {name} on {sid}: in {counts['found']['in']} (truth "
+                          f"{counts['truth']['in']}), out {counts['found']['out']} (truth "
+                          f"{counts['truth']['out']})", highlight=False)
+    path = out / "tracking.json"
+    path.write_text(json.dumps({"model": spec.name, "tracker": kind,
+                                "detect_every": detect_every, **scores.as_dict()}, indent=2)
                     + "\n")
     console.print(f"wrote {path}")
 

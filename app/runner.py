@@ -25,13 +25,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from models.spec import ModelSpec
+from pipelines.analytics.stage import AnalyticsStage
 from pipelines.build import build_pipeline, check_device
 from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
 from pipelines.sinks.atomic import AtomicPath
-from pipelines.sinks.jsonl import JsonlSink
+from pipelines.sinks.jsonl import EventsSink, JsonlSink
 from pipelines.sinks.stage import Sink
 from pipelines.sinks.video import AnnotatedVideoSink
 from pipelines.sources.file import FileSource
@@ -48,6 +49,7 @@ class RunOutputs:
     annotated: list[Path]
     # files a signal stopped before their end: (stream, frames counted, frames declared)
     unfinished: list[tuple[str, int, int]] = field(default_factory=list)
+    events: Path | None = None  # events.jsonl, where the streams have analytics
 
 
 Location = str | Path  # a video file, or a camera's rtsp:// URL
@@ -137,7 +139,8 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
             info = {sid: (s.fps, s.frame_count) for sid, s in sources.items()}
             if metrics_port is not None:
                 stack.callback(_serve_metrics(registry, metrics_port).shutdown)
-            sinks.extend(_open_sinks(out, spec, ids, info, annotate))
+            sinks.extend(_open_sinks(out, spec, ids, info, annotate,
+                                     events=options.analytics is not None))
             pipeline = build_pipeline(paths, ids, model_path, spec, sinks, metrics, options,
                                       open_source=lambda _, sid: sources[sid])
             counts = [count for _, count in info.values()]
@@ -165,8 +168,11 @@ def _serve_metrics(registry: CollectorRegistry, port: int) -> Any:
 
 
 def _open_sinks(out: Path, spec: ModelSpec, ids: list[str],
-                info: dict[str, tuple[float, int | None]], annotate: bool) -> list[Sink]:
+                info: dict[str, tuple[float, int | None]], annotate: bool,
+                events: bool = False) -> list[Sink]:
     sinks: list[Sink] = [JsonlSink(out / "detections.jsonl", spec)]
+    if events:
+        sinks.append(EventsSink(out / "events.jsonl"))
     if annotate:
         def path_for(sid: str) -> Path:
             return out / ("annotated.mp4" if len(ids) == 1 else f"annotated-{sid}.mp4")
@@ -250,6 +256,7 @@ def _commit(sinks: list[Sink], out: Path, metrics: PipelineMetrics, pipeline: Pi
     for sink in sinks:
         sink.close(commit=True)
     annotated = [p for s in sinks if isinstance(s, AnnotatedVideoSink) for p in s.paths]
+    events = next((s.path for s in sinks if isinstance(s, EventsSink)), None)
     summary = out / "summary.json"
     atomic = AtomicPath(summary)
     report = summarise(metrics, pipeline, ids)
@@ -258,7 +265,7 @@ def _commit(sinks: list[Sink], out: Path, metrics: PipelineMetrics, pipeline: Pi
     }} if unfinished else False
     atomic.partial.write_text(json.dumps(report, indent=2))
     atomic.commit()
-    return RunOutputs(out / "detections.jsonl", summary, annotated, unfinished)
+    return RunOutputs(out / "detections.jsonl", summary, annotated, unfinished, events)
 
 
 def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> dict[str, Any]:
@@ -274,7 +281,10 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
             "fps": processed / wall if wall else 0.0,
             "latency_ms": _quantiles_ms((p50, p95, p99)),
         }
-    return {
+    analytics = _analytics(pipeline)
+    for sid, counts in analytics.items():
+        streams[sid]["analytics"] = counts
+    report: dict[str, Any] = {
         "wall_s": wall,
         "finished_at": time.time(),
         "stages": [
@@ -286,6 +296,36 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
         "streams": streams,
         "batch_sizes": {str(k): v for k, v in sorted(metrics.batch_sizes.items())},
     }
+    if analytics:
+        report["analytics"] = _summed(list(analytics.values()))
+    return report
+
+
+def _analytics(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
+    """Each tracked stream's analytics: its counts, tracked and predicted frames."""
+    stage = next((s for s in pipeline.stages if isinstance(s, AnalyticsStage)), None)
+    if stage is None:
+        return {}
+    return {sid: a.counts() | {"frames": a.frames, "predicted_frames": a.predicted}
+            for sid, a in stage.streams.items()}
+
+
+_ADDED = ("in", "out", "entered", "exited", "loitering", "crowds")
+
+
+def _summed(per_stream: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's line and zone counts, over its streams (one stream: that stream's)."""
+    total: dict[str, dict[str, dict[str, Any]]] = {"lines": {}, "zones": {}}
+    for counts in per_stream:
+        for kind in ("lines", "zones"):
+            for name, values in counts[kind].items():
+                into = total[kind].setdefault(name, {})
+                for key, value in values.items():
+                    if key in _ADDED:
+                        into[key] = into.get(key, 0) + value
+                    elif key == "max_occupancy":
+                        into[key] = max(into.get(key, 0), value)
+    return total
 
 
 def _quantiles_ms(values: tuple[float, ...], scale: float = 1e3) -> dict[str, float | None]:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.config import ServiceConfig, StreamConfig
+from app.config import AnalyticsUpdate, ServiceConfig, StreamConfig, analytics_config
 from app.results import StreamOutputs
 from app.streams import (
     SourceRejected,
@@ -27,6 +27,8 @@ from app.streams import (
     resolve_source,
 )
 from models.zoo import resolve_model
+from pipelines.analytics.config import TrackerSettings
+from pipelines.analytics.stream import StreamAnalytics
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.shared import SharedDetector
@@ -43,6 +45,10 @@ class StreamLimit(RuntimeError):
 
 class StreamExists(ValueError):
     """A stream with this id runs already (an HTTP 409)."""
+
+
+class TrackerFixed(ValueError):
+    """A running stream's tracker cannot change (an HTTP 409)."""
 
 
 class Service:
@@ -78,6 +84,7 @@ class Service:
             raise StreamExists(f"stream {stream_id!r} exists already")
         model = (self.config.model if cfg.model is None
                  else check_stream_model(cfg.model, self.config.model_roots))
+        analytics_config = cfg.analytics()
         model_path, spec = resolve_model(model)
         policy = cfg.policy or "drop_oldest"
         rt = StreamRuntime(stream_id, redact(cfg.url), kind, model, policy,
@@ -89,7 +96,11 @@ class Service:
                 detector = await self._detector(model, model_path, spec)
                 source = await asyncio.to_thread(self._opener(rt), target, stream_id)
                 rt.detector = detector
-                rt.pipeline = detector.attach(source, rt.outputs.sinks, policy)
+                if analytics_config is not None:
+                    rt.analytics = StreamAnalytics(stream_id, analytics_config, spec,
+                                                   float(getattr(source, "fps", 0) or 30.0),
+                                                   self.metrics)
+                rt.pipeline = detector.attach(source, rt.outputs.sinks, policy, rt.analytics)
         except Exception:
             del self.streams[stream_id]
             rt.outputs.close()
@@ -226,6 +237,34 @@ class Service:
     @staticmethod
     def _end_state(rt: StreamRuntime) -> str:
         return "failed" if rt.error and not rt.detector_restarting else "stopped"
+
+    def set_analytics(self, stream_id: str, update: AnalyticsUpdate) -> StreamRuntime:
+        """A stream's lines and zones from now on (and a tracker, for a stream without one);
+        its tracker and detection interval are its own while it runs."""
+        rt = self.streams[stream_id]
+        current = rt.analytics
+        if current is None:
+            config = analytics_config(update.track, update.lines, update.zones)
+            if config is None:
+                return rt
+            spec = rt.detector.spec
+            rt.analytics = StreamAnalytics(stream_id, config, spec, 30.0, self.metrics)
+            rt.detector.analytics[stream_id] = rt.analytics
+        else:
+            kind = update.track.kind if isinstance(update.track, TrackerSettings) \
+                else update.track
+            if kind is not None and kind != current.config.track.kind:
+                raise TrackerFixed(f"stream {stream_id!r} tracks with "
+                                   f"{current.config.track.kind}: a running stream's tracker "
+                                   "stays (remove and add the stream to change it)")
+            config = analytics_config(current.config.track, update.lines, update.zones,
+                                      current.config.detect_every)
+            if config is not None:
+                current.reconfigure(config)
+        self._emit({"type": "stream", "stream": rt.public()})
+        log.info("stream %s: %d line(s), %d zone(s)", stream_id, len(update.lines),
+                 len(update.zones))
+        return rt
 
     async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> None:
         rt = self.streams.pop(stream_id)

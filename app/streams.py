@@ -123,9 +123,19 @@ class StreamRuntime:
     task: asyncio.Task[None] | None = None
     source: Any = None
     detector: Any = None  # the SharedDetector its feed (``pipeline``) puts into
+    analytics: Any = None  # its StreamAnalytics (tracker, lines, zones), or None
 
     def public(self) -> dict[str, Any]:
-        """What the API shows: never the credentials, never internals."""
-        return {"id": self.id, "url": self.url, "kind": self.kind, "model": self.model,
-                "policy": self.policy, "state": self.state, "reconnects": self.reconnects,
-                "error": self.error, "created_at": self.created_at}
+        """What the API shows: never the credentials, never internals. With analytics, its
+        lines and zones (as configured) and their counts."""
+        shown = {"id": self.id, "url": self.url, "kind": self.kind, "model": self.model,
+                 "policy": self.policy, "state": self.state, "reconnects": self.reconnects,
+                 "error": self.error, "created_at": self.created_at}
+        if self.analytics is not None:
+            config = self.analytics.config
+            shown["analytics"] = {
+                "track": config.track.kind, "detect_every": config.detect_every,
+                "lines": [line.model_dump(mode="json") for line in config.lines],
+                "zones": [zone.model_dump(mode="json") for zone in config.zones],
+                "counts": self.analytics.counts()}
+        return shown

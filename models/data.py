@@ -221,25 +221,35 @@ def make_clip(path: Path, *, seed: int, clip: int = 0, frames: int = 150,
         raise ValueError(f"clip size must be even and at least 32x32, got {size}")
     if frames < 1:
         raise ValueError(f"frames must be >= 1, got {frames}")
-    path = Path(path)
-    kept, ignored = [], []
+    write_clip(Path(path), clip_frames(seed, clip, frames, size), frames=frames, size=size,
+               fps=fps, progress=progress)
+    return Path(path)
+
+
+def write_clip(path: Path, rendered: Iterator[tuple[np.ndarray, Truth]], *, frames: int,
+               size: tuple[int, int], fps: int,
+               progress: ProgressFn | None = None) -> list[Truth]:
+    """Encode rendered frames as an H.264 MP4 and write their boxes file beside it; returns
+    each frame's truth."""
+    width, height = size
+    truths = []
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=fps,
                                       options={"preset": "veryfast", "crf": "20"})
         if not isinstance(stream, av.VideoStream):  # cannot happen; tells the type checker
             raise TypeError(f"libx264 made a {type(stream).__name__}, not video")
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for done, (image, truth) in enumerate(clip_frames(seed, clip, frames, size), start=1):
+        for done, (image, truth) in enumerate(rendered, start=1):
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
-            kept.append(_rows(truth.boxes))
-            ignored.append(_rows(truth.ignore))
+            truths.append(truth)
             if progress is not None:
                 progress(done, frames)
         container.mux(stream.encode(None))
     record = {"format": BOXES_FORMAT, "clip": path.name, "width": width, "height": height,
-              "fps": fps, "classes": list(CLASSES), "frames": kept, "ignore": ignored}
+              "fps": fps, "classes": list(CLASSES), "frames": [_rows(t.boxes) for t in truths],
+              "ignore": [_rows(t.ignore) for t in truths]}
     boxes_path(path).write_text(json.dumps(record, separators=(",", ":")) + "\n")
-    return path
+    return truths
 
 
 def _rows(boxes: np.ndarray) -> list[list[float]]:

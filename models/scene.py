@@ -18,7 +18,7 @@ Everything is numpy and OpenCV on small patches, so rendering does not dominate 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import cv2
@@ -55,10 +55,13 @@ class Scene:
 
 @dataclass(frozen=True, slots=True)
 class Truth:
-    """Ground truth of one rendered image: rows of x1, y1, x2, y2, class_id (float32)."""
+    """Ground truth of one rendered image: rows of x1, y1, x2, y2, class_id (float32), and
+    each row's object: its index in the scene's objects (the identity tracking is scored on)."""
 
     boxes: np.ndarray  # (N, 5) objects to detect
     ignore: np.ndarray  # (M, 5) objects too hidden to score
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # (N,)
+    ignore_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # (M,)
 
 
 def render(scene: Scene, t: float = 0.0,
@@ -212,7 +215,10 @@ def _truth(scene: Scene, polygons: list[np.ndarray], visible: list[Visible]) -> 
     width, height = scene.size
     keep: list[list[float]] = []
     ignore: list[list[float]] = []
-    for obj, poly, (fraction, seen) in zip(scene.objects, polygons, visible, strict=True):
+    keep_ids: list[int] = []
+    ignore_ids: list[int] = []
+    for index, (obj, poly, (fraction, seen)) in enumerate(zip(scene.objects, polygons, visible,
+                                                              strict=True)):
         if obj.class_id < 0 or fraction <= 0 or seen is None:
             continue
         # a pixel at least half seen is in; half a pixel of slack each way keeps the exact
@@ -223,8 +229,10 @@ def _truth(scene: Scene, polygons: list[np.ndarray], visible: list[Visible]) -> 
             continue
         row = [float(x1), float(y1), float(x2), float(y2), float(obj.class_id)]
         (keep if fraction >= VISIBLE_MIN else ignore).append(row)
+        (keep_ids if fraction >= VISIBLE_MIN else ignore_ids).append(index)
     return Truth(np.asarray(keep, np.float32).reshape(-1, 5),
-                 np.asarray(ignore, np.float32).reshape(-1, 5))
+                 np.asarray(ignore, np.float32).reshape(-1, 5),
+                 np.asarray(keep_ids, np.int32), np.asarray(ignore_ids, np.int32))
 
 
 __all__ = ["BAR", "BLOB", "CLASSES", "VISIBLE_MIN", "Lighting", "Scene", "SceneObject", "Truth",

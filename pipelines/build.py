@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from models.spec import ModelSpec
+from pipelines.analytics.stage import AnalyticsStage
+from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends, open_backends
 from pipelines.channel import Channel, DropPolicy
 from pipelines.cuda import parse_device
@@ -49,7 +51,7 @@ def account_drop(metrics: PipelineMetrics, item: Any, cause: str) -> None:
     else:
         raise TypeError(f"cannot account for a dropped {type(item).__name__}")
     for frame in frames:
-        metrics.frame_outcome(frame.stream_id, cause)
+        metrics.frame_outcome(frame.stream_id, cause, 1 + len(frame.riders))
 
 
 def open_file(location: str | Path, stream_id: str) -> FileSource:
@@ -133,6 +135,9 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
 
     channels: list[Channel[Any]] = []
     stages: list[Stage[Any, Any]] = []
+    keep_images = any(s.wants_images for s in sinks)
+    analytics = options.analytics if options.analytics and options.analytics.active else None
+    detect_every = analytics.detect_every if analytics else 1
     # Live sources only: the newest prepared frame wins at inference too, so a detector slower
     # than the camera works on the latest picture instead of one that queued behind it.
     live = all(source.live for source in sources)
@@ -143,7 +148,8 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
         decoded = channel("decoded" if options.name else f"decoded/{source.stream_id}", policy)
         stages.append(DecodeStage(source, backends.decoder_for, decoded, metrics,
                                   frame_limit=options.frame_limit,
-                                  max_lag_s=options.max_lag_ms / 1000.0))
+                                  max_lag_s=options.max_lag_ms / 1000.0,
+                                  detect_every=detect_every, rider_images=keep_images))
         stages.append(PreprocessStage(source.stream_id, backends.preprocessor_for(), decoded,
                                       prepared, metrics))
     inferred = channel("inferred")
@@ -152,8 +158,17 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
                              batch_size=batch_size, batch_timeout_ms=options.batch_timeout_ms,
                              max_age_s=options.max_age_s, workers=backends.plan.infer_workers,
                              queued=0 if live else 1, input_tap=options.input_tap))
-    keep_images = any(s.wants_images for s in sinks)
-    stages.append(PostprocessStage(backends.postprocessor, inferred, results, metrics,
-                                   keep_images=keep_images))
+    if analytics is None:
+        stages.append(PostprocessStage(backends.postprocessor, inferred, results, metrics,
+                                       keep_images=keep_images))
+    else:
+        decoded_boxes = channel("detected")
+        stages.append(PostprocessStage(backends.postprocessor, inferred, decoded_boxes,
+                                       metrics, keep_images=keep_images))
+        per_stream = {s.stream_id: StreamAnalytics(s.stream_id, analytics, spec,
+                                                   float(getattr(s, "fps", 0.0) or 30.0),
+                                                   metrics) for s in sources}
+        stages.append(AnalyticsStage(per_stream, decoded_boxes, results, metrics,
+                                     keep_images=keep_images))
     stages.append(SinkStage(sinks, spec, results, metrics))
     return Pipeline(stages, channels, metrics, [s.stream_id for s in sources])

@@ -32,13 +32,17 @@ class FairChannel(Generic[T]):
     detector ends: then ``get_batch`` raises ChannelClosed once every queue is empty."""
 
     def __init__(self, name: str, capacity: int, key: Callable[[T], str], *,
-                 on_drop: Callable[[T, str], None] | None = None) -> None:
+                 on_drop: Callable[[T, str], None] | None = None,
+                 frames: Callable[[T], int] | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"channel {name!r}: capacity must be >= 1, got {capacity}")
         self.name = name
         self.capacity = capacity
         self._key = key
         self._on_drop = on_drop
+        # frames an item stands for (a frame with riders: more than one); ``taken`` and
+        # ``settled`` count frames, so that each result settles one
+        self._frames = frames or (lambda item: 1)
         self._queues: dict[str, deque[tuple[T, float]]] = {}
         self._policies: dict[str, DropPolicy] = {}
         self._capacities: dict[str, int] = {}
@@ -139,7 +143,7 @@ class FairChannel(Generic[T]):
 
     def drop(self, item: T, cause: str) -> None:
         """An item taken from here was dropped (stale at inference): settled, and counted."""
-        self.settle(self._key(item))
+        self.settle(self._key(item), self._frames(item))
         self._drop(item, cause)
 
     def settle(self, stream: str, count: int = 1) -> None:
@@ -162,7 +166,7 @@ class FairChannel(Generic[T]):
             queue = self._queues[stream]
             if queue:
                 item, put_at = queue.popleft()
-                self.taken[stream] += 1
+                self.taken[stream] += self._frames(item)
                 taken.append((item, time.monotonic() - put_at))
         if taken:
             self._notify()  # room in the queues a blocked producer waits on

@@ -60,6 +60,9 @@ class Frame:
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds spent on it
     source_size: tuple[int, int] | None = None
     load: Callable[[], torch.Tensor] | None = None  # makes ``image`` (DecodedPicture.load)
+    # with --detect-every N: the frames before this one the model does not see, which travel
+    # with it (the tracker gives their boxes); each counts as a frame of its own
+    riders: list[Frame] = field(default_factory=list)
 
     def materialize(self) -> None:
         """Make ``image`` now if it was left to be made (``load``); the preparing stage calls
@@ -108,8 +111,13 @@ class Frame:
         return self.source_size is not None and self.image_size != self.source_size
 
     def without_image(self) -> Frame:
-        """The same frame's metadata, with the pixels released."""
-        return dataclasses.replace(self, image=None, ready=None, load=None)
+        """The same frame's metadata, with the pixels released (its riders' too)."""
+        return dataclasses.replace(self, image=None, ready=None, load=None,
+                                   riders=[r.without_image() for r in self.riders])
+
+    def with_riders(self) -> list[Frame]:
+        """This frame's riders, then itself: every frame it stands for, in order."""
+        return [*self.riders, self]
 
 
 @dataclass(slots=True)
@@ -219,9 +227,15 @@ class Result:
     """What the pipeline says about one frame: its metadata, its boxes, and where its time went.
 
     ``timings`` maps a stage name to the seconds that stage spent on this frame (for a batched
-    stage, on the whole batch the frame was part of).
+    stage, on the whole batch the frame was part of). ``predicted``: the boxes are the
+    tracker's, on a frame the model did not see (``--detect-every``). ``analytics``: the
+    stream's line and zone counts after this frame, and ``events`` what it completed (both
+    only where the stream has analytics).
     """
 
     frame: Frame
     detections: Detections
     timings: dict[str, float] = field(default_factory=dict)
+    predicted: bool = False
+    analytics: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)

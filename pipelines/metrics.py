@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,29 +30,45 @@ _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 class Samples:
     """The most recent observations of one quantity with their times, for quantiles and rates
-    over a recent window; thread-safe, bounded."""
+    over a recent window; thread-safe, bounded. A ring of two float64 arrays, grown by
+    doubling up to ``maxlen``: 16 bytes a sample (deques of Python floats took 64, and grew
+    for as long as they filled: 20,000 samples of a 15 fps stream take 22 minutes)."""
 
     def __init__(self, maxlen: int) -> None:
-        self._times: deque[float] = deque(maxlen=maxlen)
-        self._values: deque[float] = deque(maxlen=maxlen)
+        if maxlen < 1:
+            raise ValueError(f"samples must keep at least 1, got {maxlen}")
+        self._maxlen = maxlen
+        self._times = np.zeros(min(maxlen, 256), np.float64)
+        self._values = np.zeros(min(maxlen, 256), np.float64)
+        self._next = 0  # where the next sample goes, once the ring is full
         self._lock = threading.Lock()
         self.count = 0
         self.total = 0.0
 
     def add(self, value: float) -> None:
         with self._lock:
-            self._times.append(time.monotonic())
-            self._values.append(value)
+            kept = min(self.count, self._maxlen)
+            if kept == self._times.size and kept < self._maxlen:
+                size = min(self._maxlen, 2 * kept)
+                self._times = np.resize(self._times, size)
+                self._values = np.resize(self._values, size)
+            at = kept if kept < self._maxlen else self._next
+            self._times[at] = time.monotonic()
+            self._values[at] = value
+            self._next = (at + 1) % self._maxlen
             self.count += 1
             self.total += value
 
     def values(self, window_s: float | None = None) -> np.ndarray:
-        """The kept values, or those observed in the last ``window_s`` seconds."""
+        """The kept values, oldest first, or those observed in the last ``window_s`` s."""
         with self._lock:
-            values = np.fromiter(self._values, dtype=np.float64)
+            kept = min(self.count, self._maxlen)
+            order = np.arange(kept) if kept < self._maxlen else \
+                (np.arange(kept) + self._next) % kept
+            values = self._values[order]
             if window_s is None:
                 return values
-            times = np.fromiter(self._times, dtype=np.float64)
+            times = self._times[order]
         return values[times >= time.monotonic() - window_s]
 
     def quantiles(self, qs: Iterable[float], window_s: float | None = None) -> list[float]:
@@ -114,12 +130,24 @@ class PipelineMetrics:
                                      "rebuilt after a failure", ["model", "device"], registry=r)
         self._sink_errors = PromCounter("vidpipe_sink_errors_total", "Results a stream's sink "
                                         "failed to take", ["stream", "sink"], registry=r)
+        self._crossings = PromCounter("vidpipe_line_crossings_total", "Confirmed tracks "
+                                      "crossing a counting line", ["stream", "line",
+                                                                   "direction"], registry=r)
+        self._zone_events = PromCounter("vidpipe_zone_events_total", "Zone events (enter, "
+                                        "exit, loiter, crowd_begin, crowd_end)",
+                                        ["stream", "zone", "type"], registry=r)
+        self._occupancy = Gauge("vidpipe_zone_occupancy", "Confirmed tracks inside a zone",
+                                ["stream", "zone"], registry=r)
+        self._crossings_by = _Children(self._crossings)
+        self._zone_events_by = _Children(self._zone_events)
+        self._occupancy_by = _Children(self._occupancy)
         self._up_by = _Children(self._up)
         self._reconnects_by = _Children(self._reconnects)
         self._sink_errors_by = _Children(self._sink_errors)
         # every labelled metric whose first label is the stream: forget_stream drops them
         self._per_stream = (self._frames_by, self._latency_by, self._detections_by,
-                            self._up_by, self._reconnects_by, self._sink_errors_by)
+                            self._up_by, self._reconnects_by, self._sink_errors_by,
+                            self._crossings_by, self._zone_events_by, self._occupancy_by)
         self.model_loads: Counter[tuple[str, str]] = Counter()
         self.stage_work: dict[str, Samples] = defaultdict(self._samples)
         self.stage_waits: dict[str, Samples] = defaultdict(self._samples)
@@ -194,6 +222,15 @@ class PipelineMetrics:
 
     def count_sink_error(self, stream: str, sink: str) -> None:
         self._sink_errors_by(stream, sink).inc()
+
+    def count_line_crossing(self, stream: str, line: str, direction: str) -> None:
+        self._crossings_by(stream, line, direction).inc()
+
+    def count_zone_event(self, stream: str, zone: str, kind: str) -> None:
+        self._zone_events_by(stream, zone, kind).inc()
+
+    def set_zone_occupancy(self, stream: str, zone: str, count: int) -> None:
+        self._occupancy_by(stream, zone).set(count)
 
     def set_stream_up(self, stream: str, up: bool) -> None:
         self._up_by(stream).set(1.0 if up else 0.0)

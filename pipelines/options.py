@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pipelines.analytics.config import AnalyticsConfig
 from pipelines.channel import DropPolicy
 from pipelines.errors import ConfigError
 
@@ -70,6 +71,8 @@ class PipelineOptions(PipelineSettings):
     torch_model: Any = None  # nn.Module, TorchScript or .pt2 path; default: beside the ONNX
     # called with each Batch as the model gets it, on the inference thread (model check)
     input_tap: Any = None
+    # every stream's tracker, lines, zones and detection interval (None: detections only)
+    analytics: AnalyticsConfig | None = None
 
     def __init__(self, **values: Any) -> None:
         try:

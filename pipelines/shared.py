@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from models.spec import ModelSpec
+from pipelines.analytics.stage import AnalyticsStage
+from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends, open_backends
 from pipelines.build import account_drop, counted_channel, fitted_batch_size
 from pipelines.channel import DropPolicy
@@ -73,8 +75,10 @@ class SharedDetector:
         self.on_state = on_state
         self.inputs: FairChannel[Frame | Batch] = FairChannel(
             f"{name}/decoded", options.capacity, _stream_of,
-            on_drop=lambda item, cause: account_drop(metrics, item, cause))
+            on_drop=lambda item, cause: account_drop(metrics, item, cause),
+            frames=_frames_of)
         self.router = RoutingSink(self.inputs, metrics)
+        self.analytics: dict[str, StreamAnalytics] = {}  # the tracked streams
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
         self.channels: list[Any] = [self.inputs]
         self.stages: list[Stage[Any, Any]] = []
@@ -88,8 +92,9 @@ class SharedDetector:
         """The shared stages on ``backends``, between the FairChannel and the router."""
         self.backends = backends
         inferred = counted_channel(self.metrics, f"{self.name}/inferred", self.options.capacity)
+        detected = counted_channel(self.metrics, f"{self.name}/detected", self.options.capacity)
         results = counted_channel(self.metrics, f"{self.name}/results", self.options.capacity)
-        self.channels = [self.inputs, inferred, results]
+        self.channels = [self.inputs, inferred, detected, results]
         self.stages = [
             InferStage(backends.runtime, self.inputs, inferred, self.metrics,
                        batch_size=self.batch_size,
@@ -98,8 +103,9 @@ class SharedDetector:
                        workers=CALLS_PER_PLANNED * backends.plan.infer_workers,
                        on_batch=self._count_batch,
                        preprocessor_for=backends.preprocessor_for),
-            PostprocessStage(backends.postprocessor, inferred, results, self.metrics,
+            PostprocessStage(backends.postprocessor, inferred, detected, self.metrics,
                              keep_images=True, workers=backends.plan.infer_workers),
+            AnalyticsStage(self.analytics, detected, results, self.metrics, keep_images=True),
             SettlingSinkStage(self.router, self.spec, results, self.metrics),
         ]
 
@@ -200,9 +206,10 @@ class SharedDetector:
             self.on_state(state, None if error is None else redact_text(str(error)))
 
     def attach(self, source: PacketSource, sinks: Sequence[Sink], policy: DropPolicy,
-               ) -> Pipeline:
-        """The feed of ``source`` into this detector, its results to ``sinks``: a Pipeline of
-        the stream's decode and preprocess stages, for the caller to run and stop."""
+               analytics: StreamAnalytics | None = None) -> Pipeline:
+        """The feed of ``source`` into this detector, its results through ``analytics`` (its
+        tracker, lines and zones, if any) to ``sinks``: a Pipeline of the stream's decode
+        stage, for the caller to run and stop."""
         stream = source.stream_id
         # A live stream's newest decoded frame waits for the detector, replaced by each newer
         # one (drop_oldest, counted against the stream), and is prepared only when taken.
@@ -211,8 +218,12 @@ class SharedDetector:
         stages: list[Stage[Any, Any]] = [
             DecodeStage(source, self.backends.decoder_for, inlet, self.metrics,
                         frame_limit=self.options.frame_limit,
-                        max_lag_s=self.options.max_lag_ms / 1000.0)]
+                        max_lag_s=self.options.max_lag_ms / 1000.0,
+                        detect_every=analytics.config.detect_every if analytics else 1,
+                        rider_images=self.router.wants_images)]
         self.router.routes[stream] = list(sinks)
+        if analytics is not None:
+            self.analytics[stream] = analytics
         feed = Pipeline(stages, [], self.metrics, [stream], account_stopped=False)
         self.feeds[stream] = feed
         return feed
@@ -226,6 +237,7 @@ class SharedDetector:
             await asyncio.sleep(0.02)
         self.inputs.detach(stream)
         self.router.forget(stream)
+        self.analytics.pop(stream, None)
         feed = self.feeds.pop(stream, None)
         if feed is not None:
             feed.forget_metrics()
@@ -255,6 +267,12 @@ class SharedDetector:
             if channel is not self.inputs:
                 self.metrics.unregister_channel(channel.name)
         self.channels = [self.inputs]
+
+
+def _frames_of(item: Frame | Batch) -> int:
+    """The frames an item of the detector's queue stands for: its riders too."""
+    frames = [item] if isinstance(item, Frame) else item.frames
+    return sum(1 + len(f.riders) for f in frames)
 
 
 def _stream_of(item: Frame | Batch) -> str:

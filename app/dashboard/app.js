@@ -208,7 +208,8 @@ function makeCard(stream) {
   const card = { id: stream.id, node, part, addedAt: Date.now(), loading: false, notice: '',
     objectUrl: null };
   node.dataset.testid = `stream-${stream.id}`;
-  for (const role of ['snapshot', 'state', 'fps', 'p50', 'p99', 'reconnects', 'remove', 'error']) {
+  for (const role of ['snapshot', 'state', 'fps', 'p50', 'p99', 'reconnects', 'remove', 'error',
+    'overlay', 'analytics']) {
     part(role).dataset.testid = `stream-${stream.id}-${role}`;
   }
   part('id').textContent = stream.id;
@@ -231,8 +232,50 @@ function upsertStream(stream) {
   card.part('reconnects').textContent =
     stream.reconnects === 1 ? '1 reconnect' : `${stream.reconnects} reconnects`;
   card.part('error').textContent = card.notice || stream.error || '';
+  renderAnalytics(card, stream.analytics);
   $('no-streams').hidden = cards.size > 0;
   return card;
+}
+
+// Lines and zones over the latest frame, in its pixels (the snapshot is the full picture, so
+// the overlay's viewBox is the image's natural size), with their counts.
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function renderAnalytics(card, analytics) {
+  const overlay = card.part('overlay');
+  const words = card.part('analytics');
+  overlay.replaceChildren();
+  words.replaceChildren();
+  if (!analytics) return;
+  const parts = [];
+  for (const zone of analytics.zones) {
+    const c = analytics.counts.zones[zone.name] || {};
+    overlay.append(svg('polygon', { points: zone.polygon.map((p) => p.join(',')).join(' ') }));
+    const [x, y] = zone.polygon[0];
+    overlay.append(svg('text', { x, y }, `${zone.name} ${c.occupancy ?? 0}`));
+    parts.push([`zone ${zone.name}`, `${c.occupancy ?? 0} in now, ${c.entered ?? 0} entered, `
+      + `${c.exited ?? 0} left`]);
+  }
+  for (const line of analytics.lines) {
+    const c = analytics.counts.lines[line.name] || {};
+    const [x1, y1, x2, y2] = line.points;
+    overlay.append(svg('line', { x1, y1, x2, y2 }));
+    overlay.append(svg('text', { x: (x1 + x2) / 2, y: (y1 + y2) / 2 },
+      `${line.name} in ${c.in ?? 0} out ${c.out ?? 0}`));
+    parts.push([`line ${line.name}`, `in ${c.in ?? 0}, out ${c.out ?? 0}`]);
+  }
+  words.dataset.testid = `stream-${card.id}-analytics`;
+  for (const [name, figures] of parts) {
+    const row = el('div', 'arow');
+    row.append(el('b', '', name), document.createTextNode(` ${figures}`));
+    words.append(row);
+  }
 }
 
 function renderStreamFigures(card, s, now) {
@@ -279,6 +322,7 @@ async function refreshSnapshot(card) {
     const url = URL.createObjectURL(await r.blob());
     const img = card.part('snapshot');
     img.onload = () => {
+      card.part('overlay').setAttribute('viewBox', `0 0 ${img.naturalWidth} ${img.naturalHeight}`);
       if (card.objectUrl) URL.revokeObjectURL(card.objectUrl);
       card.objectUrl = url;
       img.dataset.loaded = 'true';

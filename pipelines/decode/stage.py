@@ -83,7 +83,8 @@ class DecodeStage(Stage[int, Frame]):
     def __init__(self, source: PacketSource, make_decoder: Callable[[Any], PictureDecoder],
                  output: Output[Frame], metrics: PipelineMetrics, *,
                  frame_limit: int | None = None, pictures_per_call: int | None = None,
-                 max_lag_s: float | None = None) -> None:
+                 max_lag_s: float | None = None, detect_every: int = 1,
+                 rider_images: bool = False) -> None:
         if pictures_per_call is None:
             pictures_per_call = 1 if source.live else FILE_READ_AHEAD
         if pictures_per_call < 1:
@@ -108,11 +109,21 @@ class DecodeStage(Stage[int, Frame]):
         self.max_lag_s = max_lag_s if source.live else None
         self._skipping = False
         self.skipped = 0  # packets skipped to catch up with the camera
+        if detect_every < 1:
+            raise ValueError(f"detect every must be >= 1 frames, got {detect_every}")
+        # --detect-every N: frames 0, N, 2N ... go on to the model; each carries the N-1
+        # before it as riders (pixels released unless a sink draws on them: rider_images)
+        self.detect_every = detect_every
+        self.rider_images = rider_images
+        self._held: list[Frame] = []
+        self._gap = detect_every - 1  # frames since the last one for the model: the first is
 
     async def next_items(self) -> list[int]:
         """How many pictures the next call asks for; ChannelClosed once the stream ended, the
         frame limit is reached or a stop was asked for."""
         if self._ended or self._stopping or self._limit_reached():
+            if self._held:
+                return [0]  # one last call: the frames held back for the next detected one
             raise ChannelClosed(f"{self.stream_id}: no more pictures")
         wanted = self.pictures_per_call
         if self.frame_limit is not None:
@@ -120,6 +131,8 @@ class DecodeStage(Stage[int, Frame]):
         return [wanted]
 
     def process(self, items: list[int]) -> DecodeStep:
+        if items[0] == 0:
+            return DecodeStep(captured_at=time.monotonic())
         return self._step(items[0])
 
     def work_seconds(self, result: DecodeStep, seconds: float) -> float:
@@ -130,7 +143,16 @@ class DecodeStage(Stage[int, Frame]):
         """The call's pictures as Frames, each counted as received as it is handed on.
         Errors are counted at once; pictures past the limit, or decoded after a stop, are not
         received. The books are updated before the first frame goes, so the next call is
-        asked for knowing them."""
+        asked for knowing them. With ``detect_every`` N > 1 a frame not for the model is held
+        back and goes as a rider of the next one that is; the last call of a stream that
+        ended or stopped hands on what is held, its last frame carrying the others."""
+        if items[0] == 0:
+            if self._held:
+                last = self._held.pop()
+                last.riders = [self._rider(f) for f in self._held]
+                self._held = []
+                yield last
+            return
         if self._ended or self._stopping:
             return
         pictures = result.pictures
@@ -153,7 +175,18 @@ class DecodeStage(Stage[int, Frame]):
                           source_size=picture.source_size, load=picture.load)
             self.decoded += 1
             self.metrics.frame_received(self.stream_id)
+            if self.detect_every > 1:
+                if self._gap < self.detect_every - 1:
+                    self._gap += 1
+                    self._held.append(frame)
+                    continue
+                self._gap = 0
+                frame.riders = [self._rider(f) for f in self._held]
+                self._held = []
             yield frame
+
+    def _rider(self, frame: Frame) -> Frame:
+        return frame if self.rider_images else frame.without_image()
 
     def request_stop(self) -> None:
         """Stop reading now: the source's close() is thread-safe, and ends a wait for a live

@@ -17,19 +17,31 @@ from pipelines.sinks.stage import ClosingSink
 
 
 def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
-    """A frame's result as JSON-ready data: stream, frame, pts, detections."""
+    """A frame's result as JSON-ready data: stream, frame, pts, detections. Where the stream
+    is tracked, each detection has ``track_id`` (null: no confirmed track), a frame the model
+    did not see has ``"predicted": true``, and with lines or zones ``analytics`` holds the
+    stream's counts after the frame."""
     d = result.detections
     frame = result.frame
-    return {
+    tracked = result.analytics is not None
+    record: dict[str, Any] = {
         "stream": frame.stream_id,
         "frame": frame.index,
         "pts": None if frame.pts is None else round(frame.pts, 6),
         "detections": [
             {"box": [round(float(v), 2) for v in box], "score": round(float(score), 4),
              "class_id": int(cls), "label": spec.label(int(cls))}
-            for box, score, cls in zip(d.xyxy, d.score, d.class_id, strict=True)
+            | ({"track_id": int(tid) if tid >= 0 else None} if tracked else {})
+            for box, score, cls, tid in zip(d.xyxy, d.score, d.class_id, d.track_id,
+                                            strict=True)
         ],
     }
+    if result.predicted:
+        record["predicted"] = True
+    if result.analytics is not None and (result.analytics["lines"] or
+                                         result.analytics["zones"]):
+        record["analytics"] = result.analytics
+    return record
 
 
 def detection_line(result: Result, spec: ModelSpec) -> str:
@@ -37,20 +49,20 @@ def detection_line(result: Result, spec: ModelSpec) -> str:
     return json.dumps(detection_record(result, spec), separators=(",", ":"))
 
 
-class JsonlSink(ClosingSink):
-    """One run's file: written under a temporary name, renamed into place on commit."""
+class AtomicLines(ClosingSink):
+    """A file of JSON lines written under a temporary name, renamed into place on commit
+    (discarded on error): a run's outputs are whole or absent."""
 
     wants_images = False
 
-    def __init__(self, path: Path, spec: ModelSpec) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.spec = spec
         self._atomic = AtomicPath(path)
         self._file = self._atomic.partial.open("w", encoding="utf-8")
         self.lines = 0
 
-    def write(self, result: Result) -> None:
-        self._file.write(detection_line(result, self.spec) + "\n")
+    def _line(self, text: str) -> None:
+        self._file.write(text + "\n")
         self.lines += 1
 
     def close(self, commit: bool = True) -> None:
@@ -61,3 +73,23 @@ class JsonlSink(ClosingSink):
             self._atomic.commit()
         else:
             self._atomic.discard()
+
+
+class JsonlSink(AtomicLines):
+    """``detections.jsonl``: one line per frame (``detection_line``)."""
+
+    def __init__(self, path: Path, spec: ModelSpec) -> None:
+        super().__init__(path)
+        self.spec = spec
+
+    def write(self, result: Result) -> None:
+        self._line(detection_line(result, self.spec))
+
+
+class EventsSink(AtomicLines):
+    """``events.jsonl``: the analytics events (line crossings, zone visits, loitering,
+    overcrowding), one JSON line each, in the order their frames were processed."""
+
+    def write(self, result: Result) -> None:
+        for event in result.events:
+            self._line(json.dumps(event, separators=(",", ":")))

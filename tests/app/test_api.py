@@ -181,3 +181,60 @@ def test_removed_streams_leave_no_series_behind(media_root):
         metrics = client.app.state.service.metrics
         assert set(metrics.latency) <= {"keep"}  # the sample windows are gone
         assert all(metrics.outcomes[f"s{i}"]["processed"] > 0 for i in range(5))  # counts stay
+
+
+def test_a_method_the_path_has_not_is_answered_with_every_method_it_has(media_root):
+    """Issue 22, item 12: a method no route of the path takes fell through to the dashboard's
+    static files, whose 405 said Allow: GET, HEAD (for /api/streams, which takes GET and
+    POST)."""
+    with client_for(media_root) as client:
+        for path, methods in (("/api/streams", {"GET", "POST"}),
+                              ("/api/streams/x", {"GET", "DELETE"}), ("/metrics", {"GET"})):
+            answer = client.request("PATCH", path)
+            assert answer.status_code == 405
+            assert set(answer.headers["allow"].split(", ")) == methods, path
+        assert client.request("PATCH", "/").headers["allow"] == "GET, HEAD"  # a dashboard file
+        assert client.get("/api/streams/x").status_code == 404  # other errors as before
+
+
+def test_the_event_feeds_declare_their_events(media_root):
+    """Issue 22, item 12: the feeds were declared as one string; a client (and Schemathesis)
+    reads their events' names and JSON data from the document."""
+    with client_for(media_root) as client:
+        paths = client.get("/openapi.json").json()["paths"]
+    for path, kinds in (("/api/events", ["stats", "stream", "removed"]),
+                        ("/api/streams/{stream_id}/results", ["result", "lost", "end"])):
+        event = paths[path]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+        assert event["properties"]["event"]["enum"] == kinds
+        assert event["properties"]["data"]["contentMediaType"] == "application/json"
+
+
+def test_a_streams_lines_and_zones_are_configured_shown_and_replaced(media_root):
+    """Issue 18: analytics per stream in the service, changed at runtime."""
+    line = {"name": "door", "points": [0, 100, 320, 100]}
+    zone = {"name": "yard", "polygon": [[0, 0], [160, 0], [160, 240], [0, 240]]}
+    with client_for(media_root) as client:
+        body = {"url": str(media_root / "cam.mp4"), "id": "cam", "lines": [line],
+                "zones": [zone]}
+        added = client.post("/api/streams", json=body)
+        assert added.status_code == 201, added.text
+        shown = added.json()["analytics"]
+        assert shown["track"] == "bytetrack" and shown["lines"][0]["name"] == "door"
+        assert shown["counts"]["lines"] == {"door": {"in": 0, "out": 0}}
+        wait_for(lambda: 'vidpipe_zone_occupancy{stream="cam",zone="yard"}'
+                 in client.get("/metrics").text)
+        moved = {"name": "gate", "points": [10, 0, 10, 240]}
+        put = client.put("/api/streams/cam/analytics", json={"lines": [line, moved]})
+        assert put.status_code == 200, put.text
+        assert [x["name"] for x in put.json()["analytics"]["lines"]] == ["door", "gate"]
+        assert put.json()["analytics"]["zones"] == []
+        assert client.put("/api/streams/cam/analytics",
+                          json={"track": "sort", "lines": []}).status_code == 409
+        unknown = client.put("/api/streams/cam/analytics",
+                             json={"lines": [line | {"classes": ["unicorn"]}]})
+        assert unknown.status_code == 400 and "unicorn" in unknown.text
+        twice = client.put("/api/streams/cam/analytics", json={"lines": [line, line]})
+        assert twice.status_code == 400 and "unique" in twice.text
+        assert client.put("/api/streams/nope/analytics", json={}).status_code == 404
+        bad = client.post("/api/streams", json=body | {"id": "cam2", "lines": [line, line]})
+        assert bad.status_code == 400 and "unique" in bad.text

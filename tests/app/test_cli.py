@@ -182,3 +182,48 @@ def test_a_cuda_device_without_cuda_falls_back_to_the_cpu_and_says_so(small_clip
     assert code == 0, output
     assert "running on the CPU" in output and "cuda:0" in output
     assert len((tmp_path / "detections.jsonl").read_text().splitlines()) == 60
+
+
+def test_run_with_tracking_lines_zones_and_detect_every_2(tmp_path):
+    """Issue 18: track ids, predicted frames, per-frame counts, events.jsonl and the summary,
+    and an annotated video that still has every frame (the riders keep their pictures)."""
+    from models.tracking_data import make_tracking_clip
+
+    clip = make_tracking_clip(tmp_path / "lanes.mp4", clip=5, frames=60, size=(320, 192))
+    out = tmp_path / "out"
+    code, output = vidpipe("run", clip, "--model", "shapes-yolo", "--out", out, "--annotate",
+                           "--line", "middle=160,0,160,192",
+                           "--zone", "left=0,0,160,0,160,192,0,192", "--detect-every", "2")
+    assert code == 0, output
+    lines = read_jsonl(out / "detections.jsonl")
+    assert [line["frame"] for line in lines] == list(range(60))
+    # 0, 2, 4 ... to the model, and the last frame, which carries the one held for it
+    assert [line.get("predicted", False) for line in lines] == [k % 2 == 1 and k < 59
+                                                                 for k in range(60)]
+    ids = {d["track_id"] for line in lines for d in line["detections"]}
+    assert None in ids and len(ids - {None}) >= 2  # unconfirmed at first, then tracks
+    assert all("analytics" in line for line in lines)
+    summary = json.loads((out / "summary.json").read_text())
+    crossings = summary["analytics"]["lines"]["middle"]
+    events = read_jsonl(out / "events.jsonl")
+    crossed = [e for e in events if e["type"] == "line_cross"]
+    assert len(crossed) == crossings["in"] + crossings["out"]
+    assert lines[-1]["analytics"]["lines"]["middle"] == crossings
+    entered = [e for e in events if e["type"] == "zone_enter"]
+    assert len(entered) == summary["analytics"]["zones"]["left"]["entered"] > 0
+    assert all(e["track_id"] is not None and e["stream"] == "lanes" for e in entered)
+    frames = [e["frame"] for e in events]
+    assert frames == sorted(frames)
+    assert summary["streams"]["lanes"]["analytics"]["predicted_frames"] == 29
+    assert summary["streams"]["lanes"]["outcomes"] == {"processed": 60}
+    assert decoded_frames(out / "annotated.mp4") == 60
+    assert "analytics" in output and "events.jsonl" in output
+
+
+def test_tracking_flags_say_what_is_wrong(small_clip, tmp_path):
+    for flags, words in ((["--line", "door=1,2,3"], "needs 4 numbers"),
+                         (["--track", "deepsort"], "expected one of"),
+                         (["--zone", "z=0,0,1,1"], "at least 6"),
+                         (["--line", "a=0,0,1,1", "--zone", "a=0,0,5,0,5,5"], "unique")):
+        code, output = vidpipe("run", small_clip, "--out", tmp_path / "o", *flags)
+        assert code == 2 and words in output, (flags, output)

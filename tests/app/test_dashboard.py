@@ -194,6 +194,29 @@ def test_dashboard_shows_every_stage_and_adds_and_removes_streams(page, service)
     assert page.errors == [], page.errors
 
 
+def test_dashboard_draws_a_streams_lines_and_zones_with_their_counts(page, service):
+    """Issue 18: lines and zones over the live frame, set at runtime over the API."""
+    from playwright.sync_api import expect
+
+    base, _ = service
+    body = {"lines": [{"name": "door", "points": [0, 120, 320, 120]}],
+            "zones": [{"name": "yard", "polygon": [[0, 0], [160, 0], [160, 240], [0, 240]]}]}
+    request = urllib.request.Request(f"{base}/api/streams/cam/analytics", method="PUT",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        assert answer.status == 200
+    page.goto(f"{base}/")
+    overlay = page.get_by_test_id("stream-cam-overlay")
+    expect(overlay.locator("line")).to_have_count(1, timeout=10_000)
+    expect(overlay.locator("polygon")).to_have_count(1)
+    expect(page.get_by_test_id("stream-cam-analytics")).to_contain_text(
+        re.compile(r"line door in \d+, out \d+"))
+    expect(page.get_by_test_id("stream-cam-analytics")).to_contain_text("zone yard")
+    expect(overlay).to_have_attribute("viewBox", "0 0 320 240", timeout=20_000)
+    assert page.errors == [], page.errors
+
+
 def test_dashboard_polls_the_stats_when_the_event_stream_fails(page, service):
     from playwright.sync_api import expect
 

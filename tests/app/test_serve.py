@@ -9,6 +9,8 @@ import sys
 import time
 import urllib.request
 
+from tests.support.api import one_camera_config
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -22,13 +24,8 @@ def get_json(url: str):
 
 
 def test_sigterm_drains_the_streams_and_exits_within_10_s(small_clip, tmp_path):
-    media = tmp_path / "media"
-    media.mkdir()
-    (media / "cam.mp4").write_bytes(small_clip.read_bytes())
     port = free_port()
-    config = tmp_path / "service.yaml"
-    config.write_text(f"media_roots: [{media}]\nresults_dir: {tmp_path / 'results'}\n"
-                      f"streams:\n  - url: {media / 'cam.mp4'}\n    id: cam\n")
+    config = one_camera_config(small_clip, tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--config", str(config),
                              "--port", str(port)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -108,3 +105,12 @@ def test_a_huge_body_is_refused_before_it_is_read(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=15)
+
+
+def test_malloc_arenas_are_limited_unless_the_environment_says_otherwise(monkeypatch):
+    from app.memory import limit_malloc_arenas
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert limit_malloc_arenas() is True  # glibc, as on every machine vidpipe ships for
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_malloc_arenas() is False

@@ -161,3 +161,21 @@ def test_every_outcome_a_dashboard_query_names_is_one_the_pipeline_counts():
              for values in re.findall(r'outcome\s*=~?\s*"([^"]*)"', selector)
              for value in values.split("|")}
     assert named and named <= set(OUTCOMES), named - set(OUTCOMES)
+
+
+def test_every_install_of_trackers_is_the_same_pin_without_its_dependencies():
+    """trackers asks for opencv-python; vidpipe has the headless build, so every install
+    (Makefile, both images, the error that tells a user) is `--no-deps` of one version."""
+    from pipelines.analytics.tracking import INSTALL
+
+    pin = INSTALL.split()[-1]
+    makefile = (REPO / "Makefile").read_text()
+    assert f"TRACKERS := {pin}" in makefile and "--no-deps $(TRACKERS)" in makefile
+    for name in ("Dockerfile", "Dockerfile.cpu"):
+        assert f"pip install --no-deps {pin}" in (REPO / "docker" / name).read_text(), name
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    listed = project["dependencies"] + [d for ds in project["optional-dependencies"].values()
+                                        for d in ds]
+    assert not [d for d in listed if d.startswith("trackers")]  # pip would pull opencv-python

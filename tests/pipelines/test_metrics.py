@@ -78,3 +78,20 @@ def test_metrics_port_serves_prometheus_while_the_cli_runs(small_clip, tmp_path)
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert 'vidpipe_stage_seconds_count{stage="infer"}' in body
+
+
+def test_samples_keep_the_newest_in_order_in_a_fixed_ring():
+    from pipelines.metrics import Samples
+
+    samples = Samples(maxlen=1000)
+    for v in range(300):
+        samples.add(float(v))
+    assert samples.values().tolist() == [float(v) for v in range(300)]
+    for v in range(300, 2500):
+        samples.add(float(v))
+    assert samples.values().tolist() == [float(v) for v in range(1500, 2500)]
+    assert samples.count == 2500 and samples.total == sum(range(2500))
+    assert samples._values.size == 1000  # grown by doubling, never past maxlen
+    assert samples.values(window_s=60).size == 1000
+    assert samples.values(window_s=0).size == 0
+    assert samples.quantiles([0.5]) == [1999.5]

@@ -14,11 +14,11 @@ from tests.support.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource,
 
 
 def build(sources, backend, *, decoder=None, sink=None, batch_size=4, policy=None,
-          capacity=4, timeout_ms=5.0, infer_workers=1):
+          capacity=4, timeout_ms=5.0, infer_workers=1, analytics=None):
     metrics = PipelineMetrics()
     sink = sink or ListSink()
     options = PipelineOptions(batch_size=batch_size, policy=policy, capacity=capacity,
-                              batch_timeout_ms=timeout_ms)
+                              batch_timeout_ms=timeout_ms, analytics=analytics)
     backends = host_backends(lambda s: decoder or FakeDecoder(), backend, FAKE_SPEC,
                              infer_workers=infer_workers)
     pipeline = wire_pipeline(sources, backends, FAKE_SPEC, [sink], metrics, options, batch_size)

@@ -271,3 +271,49 @@ def test_a_live_stream_keeps_only_its_newest_frame_waiting():
     taken = asyncio.run(main())
     assert taken == [("cam", 2), ("file", 0), ("file", 1), ("file", 2)]
     assert dropped == [(("cam", 0), "dropped_full"), (("cam", 1), "dropped_full")]
+
+
+def _tracked(stream: str, every: int):
+    from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
+    from pipelines.analytics.stream import StreamAnalytics
+
+    return StreamAnalytics(stream, AnalyticsConfig(track=TrackerSettings(), detect_every=every),
+                           FAKE_SPEC, 30.0)
+
+
+@pytest.mark.parametrize("failing", [False, True])
+def test_tracked_streams_detecting_every_nth_frame_share_a_detector_with_every_frame_counted(
+        failing):
+    """Issue 18 in the service: a stream with --detect-every 3 beside one without; the riders
+    count in the detector's books, a failure's model_error included."""
+    metrics = PipelineMetrics()
+    if failing:
+        detector = _detector(metrics, _Dying(calls=3), reopen=FakeBackend, states=[])
+    else:
+        detector = SharedDetector("fake@cpu", host_backends(lambda s: FakeDecoder(),
+                                                            FakeBackend(0.001), FAKE_SPEC),
+                                  FAKE_SPEC, metrics, PipelineOptions(capacity=4), batch_size=4)
+    sinks = {s: ListSink() for s in "ab"}
+
+    async def stream(sid: str, analytics) -> None:
+        feed = detector.attach(FakeSource(sid, 45), [sinks[sid]], "block", analytics)
+        await feed.run()
+        await detector.detach(sid)
+
+    async def scenario() -> None:
+        await asyncio.gather(stream("a", _tracked("a", 3)), stream("b", None))
+
+    _run(detector, scenario)
+    for sid in "ab":
+        outcomes = metrics.outcomes[sid]
+        assert sum(outcomes.values()) == metrics.received[sid] == 45, dict(outcomes)
+        assert metrics.unaccounted(sid) == 0
+        assert outcomes["processed"] == len(sinks[sid].results)
+        if not failing:
+            assert [r.frame.index for r in sinks[sid].results] == list(range(45))
+    predicted = [r.predicted for r in sinks["a"].results]
+    assert any(predicted) and not any(r.predicted for r in sinks["b"].results)
+    assert all(r.analytics is not None for r in sinks["a"].results)
+    assert all(r.analytics is None for r in sinks["b"].results)
+    if failing:
+        assert sum(metrics.outcomes[s]["model_error"] for s in "ab") > 0

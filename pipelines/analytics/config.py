@@ -1,0 +1,173 @@
+"""What a stream's analytics are made of, as checked data: the tracker, counting lines and
+zones, all in source pixels. The CLI's ``--track``/``--line``/``--zone`` flags, the service's
+per-stream keys and ``PUT /api/streams/{id}/analytics`` all build these.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipelines.errors import ConfigError
+
+TrackerKind = Literal["bytetrack", "botsort", "ocsort", "sort"]
+# The point of a box that counts on lines and in zones: bottom-centre (where a person or car
+# touches the ground) by default.
+Anchor = Literal["bottom_center", "center", "top_center", "left_center", "right_center"]
+NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrackerSettings(_Strict):
+    """The tracker (Roboflow's ``trackers``). ``activation`` (the least score that starts a
+    track) and ``high`` (ByteTrack's first-stage score) default to the model's score threshold:
+    the library's 0.7/0.6, tuned for COCO detectors, start no track on a model whose scores
+    run lower. ``lost_frames``: how long a lost track is kept (30 fps frames, scaled by the
+    stream's rate); ``confirm_frames``: detections in a row before a track gets an id."""
+
+    kind: TrackerKind = "bytetrack"
+    activation: float | None = Field(default=None, ge=0.0, le=1.0)
+    high: float | None = Field(default=None, ge=0.0, le=1.0)
+    lost_frames: int = Field(default=30, ge=0)
+    confirm_frames: int = Field(default=2, ge=1)
+    min_iou: float = Field(default=0.1, gt=0.0, le=1.0)
+
+
+class LineConfig(_Strict):
+    """A counting line from (x1, y1) to (x2, y2). ``in`` is a crossing from the right-hand side
+    of the line walked from its first point to its second (as drawn, y down) to its left-hand
+    side; ``out`` the other way. ``hysteresis``: how far past the line (a fraction of the box's
+    height) the anchor must get before a crossing counts, so a box jittering on it counts
+    nothing."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    points: tuple[float, float, float, float]
+    anchor: Anchor = "bottom_center"
+    hysteresis: float = Field(default=0.1, ge=0.0, le=2.0)
+    classes: list[str] | None = None  # labels counted; None: all
+
+    def check(self) -> None:
+        """ValueError for a line of no length (checked with the stream's analytics, so an
+        API body with one is a 400 with this reason, not a schema error)."""
+        x1, y1, x2, y2 = self.points
+        if x1 == x2 and y1 == y2:
+            raise ValueError(f"line {self.name}: its two points are the same")
+
+
+class ZoneConfig(_Strict):
+    """A polygon zone. A track enters once its anchor has been inside for ``enter_frames``
+    frames in a row and leaves once it has been outside (or unseen) for ``exit_frames``: a
+    track lost for fewer frames keeps its visit and its dwell time. ``loiter_s``: a visit that
+    long is a ``loiter`` event; ``crowd``/``crowd_s``: ``crowd`` tracks or more inside for
+    ``crowd_s`` seconds begins an overcrowding, which ends when fewer are inside."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    polygon: list[tuple[float, float]] = Field(min_length=3, max_length=256)
+    anchor: Anchor = "bottom_center"
+    enter_frames: int = Field(default=3, ge=1)
+    exit_frames: int = Field(default=15, ge=1)
+    loiter_s: float | None = Field(default=None, gt=0)
+    crowd: int | None = Field(default=None, ge=1)
+    crowd_s: float = Field(default=0.0, ge=0)
+    classes: list[str] | None = None
+
+
+class AnalyticsConfig(_Strict):
+    """A stream's analytics: lines and zones need a tracker (counting is per track)."""
+
+    track: TrackerSettings | None = None
+    lines: list[LineConfig] = Field(default_factory=list, max_length=64)
+    zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
+    # the model sees one frame in N; the tracker gives the boxes of the others
+    detect_every: int = Field(default=1, ge=1, le=30)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if (self.lines or self.zones) and self.track is None:
+            raise ValueError("lines and zones count tracks: they need a tracker (track)")
+        if self.detect_every > 1 and self.track is None:
+            raise ValueError("detect_every > 1 leaves frames to the tracker: it needs one "
+                             "(track)")
+        for line in self.lines:
+            line.check()
+        names = [line.name for line in self.lines] + [zone.name for zone in self.zones]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"line and zone names must be unique: {', '.join(twice)}")
+        return self
+
+    @property
+    def active(self) -> bool:
+        return self.track is not None
+
+
+def from_flags(track: str | None, lines: list[str], zones: list[str],
+               detect_every: int = 1) -> AnalyticsConfig | None:
+    """The CLI's ``--track``, ``--line``, ``--zone``, ``--detect-every`` -> AnalyticsConfig
+    (None: none given). Lines, zones or a detection interval without ``--track`` track with
+    ByteTrack."""
+    if track is None and not lines and not zones and detect_every == 1:
+        return None
+    if track is not None and track not in get_args(TrackerKind):
+        raise ConfigError(f"--track {track!r}: expected one of {', '.join(get_args(TrackerKind))}")
+    try:
+        return AnalyticsConfig(track=TrackerSettings(kind=track or "bytetrack"),  # type: ignore[arg-type]
+                               lines=[parse_line(t) for t in lines],
+                               zones=[parse_zone(t) for t in zones], detect_every=detect_every)
+    except ValueError as e:
+        raise ConfigError(_first(e)) from None
+
+
+_NAMED = re.compile(r"^\s*([^=\s]+)\s*=\s*(.+)$")
+
+
+def parse_line(text: str) -> LineConfig:
+    """``NAME=x1,y1,x2,y2`` (the ``--line`` flag) -> LineConfig, or ConfigError saying why."""
+    name, values = _named_numbers(text, "--line", "NAME=x1,y1,x2,y2")
+    if len(values) != 4:
+        raise ConfigError(f"--line {text!r}: needs 4 numbers (NAME=x1,y1,x2,y2), got "
+                          f"{len(values)}")
+    try:
+        line = LineConfig(name=name, points=(values[0], values[1], values[2], values[3]))
+        line.check()
+        return line
+    except ValueError as e:
+        raise ConfigError(f"--line {text!r}: {_first(e)}") from None
+
+
+def parse_zone(text: str) -> ZoneConfig:
+    """``NAME=x1,y1,x2,y2,x3,y3[,...]`` (the ``--zone`` flag) -> ZoneConfig."""
+    name, values = _named_numbers(text, "--zone", "NAME=x1,y1,x2,y2,x3,y3[,...]")
+    if len(values) < 6 or len(values) % 2:
+        raise ConfigError(f"--zone {text!r}: needs an even count of at least 6 numbers "
+                          f"(3 or more x,y points), got {len(values)}")
+    points = [(values[i], values[i + 1]) for i in range(0, len(values), 2)]
+    try:
+        return ZoneConfig(name=name, polygon=points)
+    except ValueError as e:
+        raise ConfigError(f"--zone {text!r}: {_first(e)}") from None
+
+
+def _named_numbers(text: str, flag: str, form: str) -> tuple[str, list[float]]:
+    match = _NAMED.match(text)
+    if match is None:
+        raise ConfigError(f"{flag} {text!r}: expected {form}")
+    try:
+        values = [float(v) for v in match.group(2).split(",")]
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: the coordinates must be numbers ({form})") from None
+    return match.group(1), values
+
+
+def _first(error: ValueError) -> str:
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where + ': ' if where else ''}{first['msg']}"
+    return str(error)

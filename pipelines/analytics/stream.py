@@ -1,0 +1,116 @@
+"""StreamAnalytics: what one stream's results go through after postprocessing — its tracker,
+then its lines and zones — in frame order.
+
+A detected frame's riders (the frames ``--detect-every`` kept from the model) come out first,
+each with the tracker's boxes (``predicted``), then the frame itself with its tracked boxes.
+Every result gets the stream's counts after it (``analytics``) and the events it completed
+(``events``: ``line_cross``, ``zone_enter``, ``zone_exit``, ``loiter``, ``crowd_begin``,
+``crowd_end``), which the metrics, the events sink and the summary read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from models.spec import ModelSpec
+from pipelines.analytics.config import AnalyticsConfig
+from pipelines.analytics.lines import LineCounter
+from pipelines.analytics.tracking import StreamTracker
+from pipelines.analytics.zones import ZoneMonitor
+from pipelines.errors import ConfigError
+from pipelines.frame import Frame, Result
+from pipelines.metrics import PipelineMetrics
+
+
+def class_ids(names: list[str] | None, spec: ModelSpec, where: str) -> set[int] | None:
+    """The model's class ids of ``names`` (None: every class); ConfigError for a label the
+    model does not have."""
+    if names is None:
+        return None
+    labels = {spec.label(i): i for i in range(spec.num_classes)}
+    unknown = [n for n in names if n not in labels]
+    if unknown:
+        raise ConfigError(f"{where}: {', '.join(unknown)} is not a class of {spec.name} "
+                          f"(its classes: {', '.join(labels)})")
+    return {labels[n] for n in names}
+
+
+class StreamAnalytics:
+    def __init__(self, stream: str, config: AnalyticsConfig, spec: ModelSpec, fps: float,
+                 metrics: PipelineMetrics | None = None) -> None:
+        if config.track is None:
+            raise ConfigError(f"stream {stream}: analytics without a tracker")
+        self.stream, self.config, self.spec = stream, config, spec
+        self.fps = fps or 30.0
+        self.tracker = StreamTracker(config.track, spec.output.score_threshold, self.fps)
+        self.lines = [LineCounter(c, class_ids(c.classes, spec, f"line {c.name}"))
+                      for c in config.lines]
+        self.zones = [ZoneMonitor(c, class_ids(c.classes, spec, f"zone {c.name}"))
+                      for c in config.zones]
+        self.metrics = metrics
+        self.frames = 0
+        self.predicted = 0
+
+    def reconfigure(self, config: AnalyticsConfig) -> None:
+        """New lines and zones (the tracker stays): one whose configuration is unchanged
+        keeps its counts; the others start from zero. Safe while results are processed: the
+        lists are swapped whole."""
+        lines = {line.config.model_dump_json(): line for line in self.lines}
+        zones = {zone.config.model_dump_json(): zone for zone in self.zones}
+        self.lines = [lines.get(c.model_dump_json()) or
+                      LineCounter(c, class_ids(c.classes, self.spec, f"line {c.name}"))
+                      for c in config.lines]
+        self.zones = [zones.get(c.model_dump_json()) or
+                      ZoneMonitor(c, class_ids(c.classes, self.spec, f"zone {c.name}"))
+                      for c in config.zones]
+        self.config = config
+
+    def process(self, result: Result) -> list[Result]:
+        """The result's riders, predicted, then the result, tracked; in frame order."""
+        before = dict(self.tracker.last)
+        tracked = self.tracker.update(result.detections, result.frame.pts)
+        out = []
+        for rider in result.frame.riders:
+            boxes = self.tracker.between(before, rider.pts)
+            out.append(self._count(Result(rider, boxes, rider.timings, predicted=True)))
+            self.predicted += 1
+        frame = dataclasses.replace(result.frame, riders=[])
+        out.append(self._count(dataclasses.replace(result, frame=frame, detections=tracked)))
+        return out
+
+    def _count(self, result: Result) -> Result:
+        self.frames += 1
+        frame: Frame = result.frame
+        now = frame.pts if frame.pts is not None else frame.index / self.fps
+        d = result.detections
+        events: list[dict[str, Any]] = []
+        for line in self.lines:
+            for c in line.update(d.xyxy, d.track_id, d.class_id):
+                events.append({"type": "line_cross", "line": line.config.name,
+                               "direction": c.direction, "track_id": c.track_id,
+                               "class_id": c.class_id})
+                if self.metrics is not None:
+                    self.metrics.count_line_crossing(self.stream, line.config.name,
+                                                     c.direction)
+        for zone in self.zones:
+            for event in zone.update(now, d.xyxy, d.track_id, d.class_id):
+                events.append({"zone": zone.config.name} | event)
+                if self.metrics is not None:
+                    self.metrics.count_zone_event(self.stream, zone.config.name, event["type"])
+            if self.metrics is not None:
+                self.metrics.set_zone_occupancy(self.stream, zone.config.name, zone.occupancy)
+        stamped = [self._stamp(e, frame) for e in events]
+        return dataclasses.replace(result, analytics=self.counts(), events=stamped)
+
+    def _stamp(self, event: dict[str, Any], frame: Frame) -> dict[str, Any]:
+        cls = event.pop("class_id", None)
+        pts = None if frame.pts is None else round(frame.pts, 6)
+        return {"type": event.pop("type"), "stream": self.stream, "frame": frame.index,
+                "pts": pts, "track_id": event.pop("track_id", None),
+                "class": None if cls is None or cls < 0 else self.spec.label(cls)} | event
+
+    def counts(self) -> dict[str, Any]:
+        """The counts so far: ``{"lines": {NAME: {"in", "out"}}, "zones": {NAME: {...}}}``."""
+        return {"lines": {line.config.name: dict(line.counts) for line in self.lines},
+                "zones": {zone.config.name: zone.counts() for zone in self.zones}}

@@ -1,0 +1,97 @@
+"""Tracking (issue 18): ids from Roboflow's trackers on vidpipe's Detections, thresholds that
+follow the model, the boxes of skipped frames, and --detect-every through the engine."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
+from pipelines.analytics.tracking import StreamTracker
+from pipelines.frame import Detections
+from tests.pipelines.test_pipeline import assert_books_balance, build
+from tests.support.fakes import FakeBackend, FakeSource, ListSink
+
+
+def moving(frame: int, score: float = 0.9) -> Detections:
+    """Two boxes drifting right and left, 4 px a frame, far apart."""
+    a = [10 + 4 * frame, 10, 40 + 4 * frame, 40]
+    b = [300 - 4 * frame, 200, 330 - 4 * frame, 240]
+    return Detections(np.array([a, b], np.float32), np.full(2, score), np.array([0, 1]))
+
+
+def test_confirmed_tracks_get_stable_ids_and_unconfirmed_ones_none():
+    tracker = StreamTracker(TrackerSettings(), score_threshold=0.25, fps=30)
+    seen = [tracker.update(moving(k), k / 30).track_id.tolist() for k in range(10)]
+    assert seen[0] == [-1, -1]  # one detection is not a confirmed track yet
+    ids = seen[1]
+    assert -1 not in ids and len(set(ids)) == 2
+    assert all(s == ids for s in seen[1:])
+
+
+def test_a_model_scoring_low_still_starts_tracks():
+    """The library's default activation (0.7) starts nothing on boxes scored 0.4; by default
+    the tracker takes the model's score threshold."""
+    ours = StreamTracker(TrackerSettings(), score_threshold=0.25, fps=30)
+    library = StreamTracker(TrackerSettings(activation=0.7, high=0.6), 0.25, 30)
+    for k in range(5):
+        mine = ours.update(moving(k, score=0.4), k / 30)
+        theirs = library.update(moving(k, score=0.4), k / 30)
+    assert (mine.track_id >= 0).all() and (theirs.track_id == -1).all()
+
+
+def test_the_boxes_between_two_detected_frames_are_interpolated_in_time():
+    tracker = StreamTracker(TrackerSettings(), 0.25, 30)
+    for k in range(0, 9, 3):
+        tracker.update(moving(k), k / 30)
+    before = dict(tracker.last)
+    tracker.update(moving(9), 9 / 30)
+    between = tracker.between(before, 7 / 30)
+    truth = moving(7)
+    order = np.argsort(between.xyxy[:, 0])
+    assert np.allclose(between.xyxy[order], truth.xyxy[np.argsort(truth.xyxy[:, 0])], atol=0.5)
+    assert sorted(between.track_id.tolist()) == sorted(before)
+
+
+def tracked(every: int) -> AnalyticsConfig:
+    return AnalyticsConfig(track=TrackerSettings(), detect_every=every)
+
+
+@pytest.mark.parametrize("every", [2, 3, 7])
+@pytest.mark.parametrize("policy", ["block", "drop_oldest"])
+def test_detect_every_n_gives_every_frame_a_result_and_the_model_one_in_n(every, policy):
+    source = FakeSource("a", 100)
+    backend = FakeBackend()
+    sink = ListSink(delay=0.002 if policy == "drop_oldest" else 0.0)
+    pipeline, metrics, sink = build([source], backend, sink=sink, policy=policy,
+                                    capacity=2, analytics=tracked(every))
+    asyncio.run(pipeline.run())
+    assert_books_balance(metrics, "a", 100)
+    frames = [r.frame.index for r in sink.results]
+    assert frames == sorted(frames) and len(set(frames)) == len(frames)
+    detected = [r.frame.index for r in sink.results if not r.predicted]
+    if policy == "block":
+        assert frames == list(range(100))
+        # 0, N, 2N ... to the model; the last frame too, carrying the ones held for it
+        assert detected == sorted({*range(0, 100, every), 99})
+        assert sum(backend.batch_sizes) == len(detected)
+    assert metrics.outcomes["a"]["processed"] == len(sink.results)
+    assert all(r.analytics is not None for r in sink.results)
+
+
+def test_a_stop_hands_on_the_frames_held_for_the_detector():
+    source = FakeSource("a", 10_000)
+    pipeline, metrics, sink = build([source], FakeBackend(seconds_per_frame=0.002),
+                                    analytics=tracked(5))
+
+    async def main():
+        task = asyncio.create_task(pipeline.run())
+        await asyncio.sleep(0.3)
+        await pipeline.stop(drain=True)
+        await task
+
+    asyncio.run(main())
+    received = metrics.received["a"]
+    assert_books_balance(metrics, "a", received)
+    assert metrics.outcomes["a"]["processed"] == received == len(sink.results)
+    assert [r.frame.index for r in sink.results] == list(range(received))
