@@ -248,7 +248,8 @@ class Service:
             if config is None:
                 return rt
             spec = rt.detector.spec
-            rt.analytics = StreamAnalytics(stream_id, config, spec, 30.0, self.metrics)
+            fps = float(getattr(rt.source, "fps", 0) or 30.0)
+            rt.analytics = StreamAnalytics(stream_id, config, spec, fps, self.metrics)
             rt.detector.analytics[stream_id] = rt.analytics
         else:
             kind = update.track.kind if isinstance(update.track, TrackerSettings) \

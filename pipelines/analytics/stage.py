@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.channel import Channel
-from pipelines.frame import Result
+from pipelines.frame import Frame, Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage
 
@@ -36,10 +36,21 @@ class AnalyticsStage(Stage[Result, Result]):
                 continue
             if self.keep_images:
                 for rider in result.frame.riders:
-                    rider.materialize()
+                    _on_host(rider)
             out.extend(analytics.process(result))
         return out
 
     def outputs(self, items: list[Result], result: list[Result],
                 seconds: float) -> list[Result]:
         return result
+
+
+def _on_host(frame: Frame) -> None:
+    """A rider's picture made, and on the host, for the sinks that draw on it (its carrier's
+    went through postprocessing, which moves it; a GPU decoder's rider is moved here, once its
+    decoder's event says it is written: unverified on a GPU)."""
+    frame.materialize()
+    if frame.image is not None and frame.image.device.type != "cpu":
+        if frame.ready is not None:
+            frame.ready.synchronize()
+        frame.image, frame.ready = frame.image.cpu(), None

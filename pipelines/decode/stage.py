@@ -116,7 +116,8 @@ class DecodeStage(Stage[int, Frame]):
         self.detect_every = detect_every
         self.rider_images = rider_images
         self._held: list[Frame] = []
-        self._gap = detect_every - 1  # frames since the last one for the model: the first is
+        self._gap = detect_every - 1  # frames since the last one for the model: so the
+        # stream's first frame is one
 
     async def next_items(self) -> list[int]:
         """How many pictures the next call asks for; ChannelClosed once the stream ended, the
