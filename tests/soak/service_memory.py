@@ -147,13 +147,19 @@ def soak(minutes: float, count: int) -> None:
                 time.sleep(10)
             done = {str(s["id"]): server.processed(str(s["id"])) for s in streams}
     settled = [s for s in samples if s[0] >= 120]
+    warm = [s for s in samples if s[0] >= 300]
     half = [s for s in samples if s[0] >= minutes * 30]
     print(f"{len(streams)} cameras for {minutes:.0f} min, processed {done}")
     print(f"RSS {samples[0][1]:.1f} MB at start, {settled[0][1]:.1f} at 2 min, "
-          f"{samples[-1][1]:.1f} at the end, max {max(r for _, r in samples):.1f}; "
-          f"threads {min(threads)}-{max(threads)}")
-    print(f"slope after 2 min: {slope_mb_per_h(settled):+.1f} MB/h; "
-          f"second half: {slope_mb_per_h(half):+.1f} MB/h")
+          f"{warm[0][1]:.1f} at 5 min, {samples[-1][1]:.1f} at the end, max "
+          f"{max(r for _, r in samples):.1f}; threads {min(threads)}-{max(threads)}")
+    print(f"slope after 2 min: {slope_mb_per_h(settled):+.1f} MB/h; after 5 min: "
+          f"{slope_mb_per_h(warm):+.1f} MB/h; second half: {slope_mb_per_h(half):+.1f} MB/h")
+    record = os.environ.get("VIDPIPE_SOAK_SAMPLES")
+    if record:  # every sample, for the docs' figures
+        Path(record).write_text(json.dumps({"minutes": minutes, "streams": len(streams),
+                                            "model": MODEL, "samples": samples,
+                                            "threads": threads}))
 
 
 def cycles(count: int, warmup: int) -> None:
