@@ -118,7 +118,8 @@ def _train_and_score(config: TrainConfig, out: Path, name: str, eval_clips: int,
 @model.command()
 def clips(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the clips.")],
-    seed: Annotated[int, typer.Option("--seed", help="Seed; training uses 0.")] = 1000,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Seed; training uses 0 (default: 1000, 2000 with --tracking).")] = None,
     count: Annotated[int, typer.Option("--count", help="How many clips.")] = 4,
     frames: Annotated[int, typer.Option("--frames", help="Frames per clip.")] = 150,
     size: Annotated[str, typer.Option("--size", help="WxH, even.")]
@@ -138,12 +139,12 @@ def clips(
         for k in range(count):
             if tracking:
                 path = make_tracking_clip(out / f"clip-{k}.mp4",
-                                          seed=seed if seed != 1000 else TRACKING_SEED,
+                                          seed=TRACKING_SEED if seed is None else seed,
                                           clip=k, frames=frames, size=(width, height),
                                           occluded=occluded)
             else:
-                path = make_clip(out / f"clip-{k}.mp4", seed=seed, clip=k, frames=frames,
-                                 size=(width, height))
+                path = make_clip(out / f"clip-{k}.mp4", seed=1000 if seed is None else seed,
+                                 clip=k, frames=frames, size=(width, height))
             console.print(f"wrote {path}")
     except (ValueError, OSError) as e:
         fail(f"cannot make clips: {e}")

@@ -71,7 +71,8 @@ class StreamTracker:
         self.settings = settings
         self.last: dict[int, Track] = {}  # confirmed tracks on the last detected frame
         self._step = 1.0 / (fps or 30.0)
-        self._pts: float | None = None
+        self._pts: float | None = None  # the last detected frame's time on the tracker's clock
+        self._offset = 0.0  # stream pts -> the tracker's clock, which never goes back
 
     def update(self, detections: Detections, pts: float | None) -> Detections:
         """The frame's boxes, in their order, with ``track_id`` filled (-1: no confirmed
@@ -99,6 +100,7 @@ class StreamTracker:
         rows = [(tid, b, self.last[tid]) for tid, b in before.items() if tid in self.last]
         if not rows:
             return Detections.empty()
+        pts = None if pts is None else pts + self._offset
         boxes, scores, classes, ids = [], [], [], []
         for tid, old, new in rows:
             span = new.pts - old.pts
@@ -111,7 +113,16 @@ class StreamTracker:
                           np.asarray(ids))
 
     def _next_pts(self, pts: float | None) -> float:
-        if pts is None:
-            pts = 0.0 if self._pts is None else self._pts + self._step
-        self._pts = pts
-        return pts
+        """The frame's time on the tracker's clock: its pts, moved on where the stream's pts
+        go back or repeat (a file played in a loop, a camera reconnected, no pts at all) so
+        that it always advances — the library skips a frame whose time is not later."""
+        if self._pts is None:
+            now = 0.0 if pts is None else pts
+        elif pts is None or pts + self._offset <= self._pts:
+            now = self._pts + self._step
+            if pts is not None:
+                self._offset = now - pts
+        else:
+            now = pts + self._offset
+        self._pts = now
+        return now

@@ -101,3 +101,11 @@ def test_evaluate_with_a_tracker_needs_mot_truth(tmp_path: Path):
     code, output = vidpipe_model("evaluate", "shapes-yolo", "--video", clip, "--track",
                                  "bytetrack", "--out", tmp_path / "run")
     assert code == 2 and "no MOT truth beside the clip" in output
+
+
+def test_clips_with_tracking_writes_mot_truth_beside_each_clip(tmp_path: Path):
+    code, output = vidpipe_model("clips", "--out", tmp_path, "--count", 2, "--frames", 3,
+                                 "--size", "320x192", "--tracking", "--occluded")
+    assert code == 0, output
+    for k in range(2):
+        assert mot_truth_path(tmp_path / f"clip-{k}.mp4").read_text().startswith("1,")

@@ -95,3 +95,13 @@ def test_a_stop_hands_on_the_frames_held_for_the_detector():
     assert_books_balance(metrics, "a", received)
     assert metrics.outcomes["a"]["processed"] == received == len(sink.results)
     assert [r.frame.index for r in sink.results] == list(range(received))
+
+
+def test_a_stream_whose_pts_go_back_keeps_its_tracks():
+    """A file played in a loop, a camera reconnected: pts start again from 0; the library
+    skips every frame whose time is not later than the last, so the tracker's clock goes on."""
+    tracker = StreamTracker(TrackerSettings(), 0.25, 30)
+    pts = [k / 30 for k in range(10)] + [k / 30 for k in range(10)]
+    seen = [tracker.update(moving(k), t).track_id.tolist() for k, t in enumerate(pts)]
+    assert seen[5] == seen[15] and -1 not in seen[15]
+    assert all(s == seen[1] for s in seen[1:])
