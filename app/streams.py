@@ -137,5 +137,5 @@ class StreamRuntime:
                 "track": config.track.kind, "detect_every": config.detect_every,
                 "lines": [line.model_dump(mode="json") for line in config.lines],
                 "zones": [zone.model_dump(mode="json") for zone in config.zones],
-                "counts": self.analytics.counts()}
+                "counts": self.analytics.latest}
         return shown

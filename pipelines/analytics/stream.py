@@ -51,6 +51,9 @@ class StreamAnalytics:
         self.metrics = metrics
         self.frames = 0
         self.predicted = 0
+        # the counts after the last result, replaced whole: what the API reads while results
+        # are processed on the analytics thread
+        self.latest: dict[str, Any] = self.counts()
 
     def reconfigure(self, config: AnalyticsConfig) -> None:
         """New lines and zones (the tracker stays): one whose configuration is unchanged
@@ -65,6 +68,10 @@ class StreamAnalytics:
                       ZoneMonitor(c, class_ids(c.classes, self.spec, f"zone {c.name}"))
                       for c in config.zones]
         self.config = config
+        self.latest = {"lines": {x.config.name: dict(x.counts) for x in self.lines},
+                       "zones": {z.config.name: self.latest["zones"].get(z.config.name,
+                                                                           z.counts())
+                                 for z in self.zones}}
 
     def process(self, result: Result) -> list[Result]:
         """The result's riders, predicted, then the result, tracked; in frame order."""
@@ -101,7 +108,8 @@ class StreamAnalytics:
             if self.metrics is not None:
                 self.metrics.set_zone_occupancy(self.stream, zone.config.name, zone.occupancy)
         stamped = [self._stamp(e, frame) for e in events]
-        return dataclasses.replace(result, analytics=self.counts(), events=stamped)
+        self.latest = self.counts(now)
+        return dataclasses.replace(result, analytics=self.latest, events=stamped)
 
     def _stamp(self, event: dict[str, Any], frame: Frame) -> dict[str, Any]:
         cls = event.pop("class_id", None)
@@ -110,7 +118,9 @@ class StreamAnalytics:
                 "pts": pts, "track_id": event.pop("track_id", None),
                 "class": None if cls is None or cls < 0 else self.spec.label(cls)} | event
 
-    def counts(self) -> dict[str, Any]:
-        """The counts so far: ``{"lines": {NAME: {"in", "out"}}, "zones": {NAME: {...}}}``."""
+    def counts(self, now: float | None = None) -> dict[str, Any]:
+        """The counts so far: ``{"lines": {NAME: {"in", "out"}}, "zones": {NAME: {...}}}``
+        (at ``now``, with each zone's tracks inside and their dwell). On the thread that
+        processes the results, or once they are done: readers elsewhere read ``latest``."""
         return {"lines": {line.config.name: dict(line.counts) for line in self.lines},
-                "zones": {zone.config.name: zone.counts() for zone in self.zones}}
+                "zones": {zone.config.name: zone.counts(now) for zone in self.zones}}

@@ -61,12 +61,11 @@ class ZoneMonitor:
     def __post_init__(self) -> None:
         self._polygon = np.asarray(self.config.polygon, np.float64)
 
-    @property
-    def occupancy(self) -> int:
-        return sum(1 for v in self._visits.values() if v.inside)
+    occupancy: int = 0  # tracks inside after the last frame
 
     def dwell(self, now: float) -> dict[int, float]:
-        """Seconds each track inside has been in its current visit."""
+        """Seconds each track inside has been in its current visit (on the thread that
+        updates the zone)."""
         return {t: now - v.entered for t, v in self._visits.items() if v.inside}
 
     def update(self, now: float, xyxy: np.ndarray, track_id: np.ndarray,
@@ -92,7 +91,7 @@ class ZoneMonitor:
             events.extend(self._step(tid, visit, is_in, now))
             if not visit.inside and visit.streak == 0:
                 del self._visits[tid]  # outside and settled: nothing to remember
-        occupancy = self.occupancy
+        occupancy = self.occupancy = sum(1 for v in self._visits.values() if v.inside)
         self.max_occupancy = max(self.max_occupancy, occupancy)
         events.extend(self._crowding(occupancy, now))
         return events
@@ -146,7 +145,12 @@ class ZoneMonitor:
                      "occupancy": occupancy}]
         return []
 
-    def counts(self) -> dict[str, Any]:
-        return {"occupancy": self.occupancy, "entered": self.entered, "exited": self.exited,
-                "loitering": self.loitering, "crowds": self.crowds,
-                "max_occupancy": self.max_occupancy, "crowded": self.crowded}
+    def counts(self, now: float | None = None) -> dict[str, Any]:
+        """The zone's counts; at ``now``, also each track inside and its dwell so far."""
+        counts: dict[str, Any] = {
+            "occupancy": self.occupancy, "entered": self.entered, "exited": self.exited,
+            "loitering": self.loitering, "crowds": self.crowds,
+            "max_occupancy": self.max_occupancy, "crowded": self.crowded}
+        if now is not None:
+            counts["dwell_s"] = {str(t): round(s, 3) for t, s in sorted(self.dwell(now).items())}
+        return counts

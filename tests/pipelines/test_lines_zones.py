@@ -172,3 +172,10 @@ def test_flags_parse_or_say_what_is_wrong():
         from_flags("sort", ["a=1,2,3,4"], ["a=0,0,1,0,1,1"])
     with pytest.raises(ConfigError, match="expected one of"):
         from_flags("deepsort", [], [])
+
+
+def test_a_zones_counts_at_a_time_hold_each_visits_dwell_so_far():
+    zone = ZoneMonitor(SQUARE)
+    visit(zone, [True] * 10)
+    assert zone.counts(0.9)["dwell_s"] == {"3": pytest.approx(0.9)}
+    assert "dwell_s" not in zone.counts()
