@@ -7,8 +7,9 @@ event feed and ``/metrics`` (one port, one credential: Prometheus scrapes with i
 Errors are JSON ``{"detail": ...}`` with the status a client can act on: 400 a source the
 service will not open (or analytics that do not fit together), 401 no or a wrong token, 404
 no such stream, 409 an id in use (or a running stream's tracker changed), 422 a malformed
-body (the field is named, the submitted value is not echoed: it may hold a password), 413 a body over ``max_body_kb`` (refused before it is read), 429 the stream limit; a Host
-header outside ``allowed_hosts`` gets a plain 400 before any route runs.
+body (the field is named, the submitted value is not echoed: it may hold a password), 413 a
+body over ``max_body_kb`` (refused before it is read), 429 the stream limit; a Host header
+outside ``allowed_hosts`` gets a plain 400 before any route runs.
 """
 
 from __future__ import annotations
