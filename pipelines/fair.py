@@ -83,8 +83,9 @@ class FairChannel(Generic[T]):
         return StreamInlet(self, stream)
 
     def in_flight(self, stream: str) -> int:
-        """Items of ``stream`` queued, or taken and not yet settled."""
-        return len(self._queues.get(stream, ())) + self.taken[stream] - self.settled[stream]
+        """Frames of ``stream`` queued, or taken and not yet settled."""
+        queued = sum(self._frames(item) for item, _ in self._queues.get(stream, ()))
+        return queued + self.taken[stream] - self.settled[stream]
 
     def detach(self, stream: str) -> None:
         """Forget ``stream`` (its producer is done and nothing of it is in flight); whatever it

@@ -89,9 +89,7 @@ class LineCounter:
         """Whether the path p -> q (on opposite sides) cuts the line between its ends."""
         dp, dq = self._distance(p), self._distance(q)
         t = dp / (dp - dq)  # where along p -> q it meets the infinite line
-        hit = np.array(p) + t * (np.array(q) - np.array(p))
-        along = float(np.dot(hit - self._a, self._d) / self._length ** 2)
-        return 0.0 <= along <= 1.0
+        return self._on_segment((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
 
     def _observe(self, tid: int, point: tuple[float, float], band: float) -> str | None:
         distance = self._distance(point)
@@ -114,5 +112,6 @@ class LineCounter:
         return crossed
 
     def _on_segment(self, point: tuple[float, float]) -> bool:
+        """Whether a point on the infinite line lies between the line's two ends."""
         along = float(np.dot(np.array(point) - self._a, self._d) / self._length ** 2)
         return 0.0 <= along <= 1.0
