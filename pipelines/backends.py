@@ -130,7 +130,7 @@ def _cpu_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
                         ("infer", "onnxruntime"), ("postprocess", "numpy")):
         report.record(stage, name, "cpu", fallback)
     return StageBackends(lambda s: PyAVDecoder(s.video, threads=plan.decode, scale=scale,
-                                               lazy=s.live),
+                                               lazy=_converted_lazily(s, options)),
                          lambda: OpenCVPreprocessor(spec.input),
                          HostRuntime(backend, info.name), HostPostprocessor(spec), info, plan)
 
@@ -231,8 +231,19 @@ def decoder_factory(device: torch.device, options: PipelineOptions, report: Back
                 report.record("decode", "pyav", "cpu", str(e))
         else:
             report.record("decode", "pyav", "cpu")
-        return PyAVDecoder(source.video, threads=cpu_threads, lazy=source.live)
+        return PyAVDecoder(source.video, threads=cpu_threads,
+                           lazy=_converted_lazily(source, options))
     return make
+
+
+def _converted_lazily(source: Any, options: PipelineOptions) -> bool:
+    """Whether a CPU decoder leaves its pictures' RGB conversion until a stage asks for it:
+    for a live stream (most of a busy camera's frames are replaced before the detector
+    takes them), and with ``--detect-every`` N > 1 (the frames between never reach the
+    model, and a sink that draws asks for them itself)."""
+    analytics = options.analytics
+    return bool(source.live) or (analytics is not None and analytics.active
+                                 and analytics.detect_every > 1)
 
 
 def preprocessor(spec: ModelSpec, device: torch.device, options: PipelineOptions,

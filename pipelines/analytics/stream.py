@@ -75,11 +75,12 @@ class StreamAnalytics:
 
     def process(self, result: Result) -> list[Result]:
         """The result's riders, predicted, then the result, tracked; in frame order."""
-        before = dict(self.tracker.last)
+        before = self.tracker.last
         tracked = self.tracker.update(result.detections, result.frame.pts)
+        riders = result.frame.riders
         out = []
-        for rider in result.frame.riders:
-            boxes = self.tracker.between(before, rider.pts)
+        for rider, boxes in zip(riders, self.tracker.between(before, [r.pts for r in riders]),
+                                strict=True):
             out.append(self._count(Result(rider, boxes, rider.timings, predicted=True)))
             self.predicted += 1
         frame = dataclasses.replace(result.frame, riders=[])

@@ -4,9 +4,12 @@ vidpipe's Detections.
 ``update`` gives every box of a detected frame its track: the id of a confirmed track, or -1
 (a box no track has taken yet, or a track not confirmed: those ids are never reported).
 ``between`` gives the boxes of the frames the detector skipped (``--detect-every N``): each
-track seen on both detected frames around them, moved in proportion of time along the line
-between its two boxes — the tracker's state on both sides, so a skipped frame is never a
-guess past what the detector saw.
+object seen on both detected frames around them, moved in proportion of time along the line
+between its two boxes — so a skipped frame is never a guess past what the detector saw. An
+object is the same on both frames when its confirmed track is, or else (a track confirmed
+on one side only, or on neither) when its two boxes are each other's best overlap of the same
+class: a skipped frame then has every box the detector would most likely have given it,
+tracked or not.
 
 ``trackers`` declares ``opencv-python`` as a dependency, which would install a second
 OpenCV beside vidpipe's headless one (both write the same ``cv2`` package); it is installed
@@ -22,8 +25,10 @@ from typing import Any
 import numpy as np
 
 from pipelines.analytics.config import TrackerSettings
+from pipelines.analytics.timeline import Timeline
 from pipelines.errors import ConfigError
 from pipelines.frame import Detections
+from pipelines.postprocess.nms import box_iou
 
 INSTALL = "pip install --no-deps trackers==2.6.1"
 
@@ -38,13 +43,17 @@ def _library() -> Any:
     return trackers, supervision
 
 
-@dataclass(slots=True)
-class Track:
-    """What a confirmed track was on the last detected frame."""
+# Two untracked boxes on the detected frames around a gap are one object's when each is the
+# other's best overlap of its class, and they overlap at least this much.
+PAIR_IOU = 0.3
 
-    box: np.ndarray  # (4,) float32 xyxy, source pixels
-    score: float
-    class_id: int
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """A detected frame's boxes with their tracks (-1: not confirmed), at ``pts`` on the
+    tracker's clock."""
+
+    detections: Detections
     pts: float
 
 
@@ -69,16 +78,15 @@ class StreamTracker:
         accepted = inspect.signature(cls.__init__).parameters
         self._tracker = cls(**{k: v for k, v in wanted.items() if k in accepted})
         self.settings = settings
-        self.last: dict[int, Track] = {}  # confirmed tracks on the last detected frame
-        self._step = 1.0 / (fps or 30.0)
-        self._pts: float | None = None  # the last detected frame's time on the tracker's clock
-        self._offset = 0.0  # stream pts -> the tracker's clock, which never goes back
+        self.last: Observed | None = None  # the last detected frame
+        # the library skips a frame whose time is not later than the last one's
+        self._clock = Timeline(fps)
 
     def update(self, detections: Detections, pts: float | None) -> Detections:
         """The frame's boxes, in their order, with ``track_id`` filled (-1: no confirmed
         track). ``pts`` (seconds) times the motion model, so skipped and dropped frames are
         gaps in time, not steps; None: one frame interval after the last."""
-        pts = self._next_pts(pts)
+        pts = self._clock.at(pts)
         n = len(detections)
         given = self._sv.Detections(xyxy=detections.xyxy.astype(np.float32).reshape(-1, 4),
                                     confidence=detections.score, class_id=detections.class_id,
@@ -88,41 +96,47 @@ class StreamTracker:
         if len(tracked):
             ids[np.asarray(tracked.data["index"], int)] = np.asarray(tracked.tracker_id, int)
         out = Detections(detections.xyxy, detections.score, detections.class_id, ids)
-        self.last = {int(t): Track(out.xyxy[i].copy(), float(out.score[i]),
-                                   int(out.class_id[i]), pts)
-                     for i, t in enumerate(ids) if t >= 0}
+        self.last = Observed(out, pts)
         return out
 
-    def between(self, before: dict[int, Track], pts: float | None) -> Detections:
-        """The boxes at ``pts``, a frame between the detected frame ``before`` was taken on
-        and the last one: the tracks on both, interpolated in time (the later class and
-        score)."""
-        rows = [(tid, b, self.last[tid]) for tid, b in before.items() if tid in self.last]
-        if not rows:
-            return Detections.empty()
-        pts = None if pts is None else pts + self._offset
-        boxes, scores, classes, ids = [], [], [], []
-        for tid, old, new in rows:
-            span = new.pts - old.pts
-            at = 0.5 if pts is None or span <= 0 else min(1.0, max(0.0, (pts - old.pts) / span))
-            boxes.append(old.box + (new.box - old.box) * at)
-            scores.append(new.score)
-            classes.append(new.class_id)
-            ids.append(tid)
-        return Detections(np.stack(boxes), np.asarray(scores), np.asarray(classes),
-                          np.asarray(ids))
+    def between(self, before: Observed | None, times: list[float | None]) -> list[Detections]:
+        """The boxes at each of ``times`` (stream pts), frames between the detected frame
+        ``before`` and the last one: the objects on both, interpolated in time (the later
+        box's class, score and track; a pair whose later box has no confirmed track keeps
+        the earlier one's)."""
+        after = self.last
+        if before is None or after is None:
+            return [Detections.empty() for _ in times]
+        old, new = _pairs(before.detections, after.detections)
+        a, b = before.detections, after.detections
+        ids = np.where(b.track_id[new] >= 0, b.track_id[new], a.track_id[old])
+        span = after.pts - before.pts
+        out = []
+        for pts in times:
+            at = 0.5 if pts is None or span <= 0 else \
+                min(1.0, max(0.0, (pts + self._clock.offset - before.pts) / span))
+            boxes = a.xyxy[old] + (b.xyxy[new] - a.xyxy[old]) * at
+            out.append(Detections(boxes.astype(np.float32).reshape(-1, 4), b.score[new],
+                                  b.class_id[new], ids))
+        return out
 
-    def _next_pts(self, pts: float | None) -> float:
-        """The frame's time on the tracker's clock: its pts, moved on where the stream's pts
-        go back or repeat (a file played in a loop, a camera reconnected, no pts at all) so
-        that it always advances — the library skips a frame whose time is not later."""
-        if self._pts is None:
-            now = 0.0 if pts is None else pts
-        elif pts is None or pts + self._offset <= self._pts:
-            now = self._pts + self._step
-            if pts is not None:
-                self._offset = now - pts
-        else:
-            now = pts + self._offset
-        self._pts = now
-        return now
+
+
+def _pairs(a: Detections, b: Detections) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``a`` and ``b`` that are one object: the same confirmed track, then, among the
+    rest, mutual best overlaps of the same class (at least PAIR_IOU)."""
+    index_b = {int(t): j for j, t in enumerate(b.track_id.tolist()) if t >= 0}
+    old = [i for i, t in enumerate(a.track_id.tolist()) if t in index_b]
+    new = [index_b[int(a.track_id[i])] for i in old]
+    taken_a, taken_b = set(old), set(new)
+    rest_a = np.asarray([i for i in range(len(a)) if i not in taken_a], np.intp)
+    rest_b = np.asarray([j for j in range(len(b)) if j not in taken_b], np.intp)
+    if len(rest_a) and len(rest_b):
+        iou = box_iou(a.xyxy[rest_a], b.xyxy[rest_b])
+        iou[a.class_id[rest_a][:, None] != b.class_id[rest_b][None, :]] = 0.0
+        best_b, best_a = iou.argmax(axis=1), iou.argmax(axis=0)
+        for i, j in enumerate(best_b.tolist()):
+            if best_a[j] == i and iou[i, j] >= PAIR_IOU:
+                old.append(int(rest_a[i]))
+                new.append(int(rest_b[j]))
+    return np.asarray(old, np.intp), np.asarray(new, np.intp)

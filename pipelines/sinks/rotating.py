@@ -1,9 +1,11 @@
-"""RotatingJsonlSink: a live stream's results as JSON lines that are never half on disk.
+"""RotatingLines: a live stream's JSON lines that are never half on disk; RotatingJsonlSink,
+its results in it.
 
 The service writes ``<directory>/detections.jsonl`` for each stream, in ``vidpipe run``'s
-line format, and appends to it across restarts. When the next line would take it past
-``rotate_bytes``, it is renamed to ``detections.<n>.jsonl`` (1, 2, ... in the order written:
-a name once given never changes, so a reader can follow them) and a new one begun. Each line
+line format (and ``events.jsonl``, its events), and appends to it across restarts. When the
+next line would take it past ``rotate_bytes``, it is renamed to ``detections.<n>.jsonl``
+(1, 2, ... in the order written: a name once given never changes, so a reader can follow
+them) and a new one begun. Each line
 is one ``write`` to a file opened for appending, so a reader or a crash sees whole lines only;
 a short write (a full disk) is cut back off, and a half line left by a crash of an older
 writer is cut off when the file is opened again.
@@ -23,22 +25,21 @@ from pipelines.sinks.stage import ClosingSink
 
 log = logging.getLogger(__name__)
 
-CURRENT = "detections.jsonl"
-_NUMBERED = re.compile(r"^detections\.(\d+)\.jsonl$")
 _TAIL_CHUNK = 65536
 
 
-class RotatingJsonlSink(ClosingSink):
-    wants_images = False
+class RotatingLines:
+    """``<directory>/<name>.jsonl``, appended a whole line at a time, rotated at
+    ``rotate_bytes``. One thread writes at a time."""
 
-    def __init__(self, directory: Path, spec: ModelSpec, rotate_bytes: int) -> None:
+    def __init__(self, directory: Path, rotate_bytes: int, name: str = "detections") -> None:
         if rotate_bytes < 1:
             raise ValueError(f"rotate_bytes must be >= 1, got {rotate_bytes}")
         self.directory = directory
-        self.spec = spec
+        self.name = name
         self.rotate_bytes = rotate_bytes
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / CURRENT
+        self.path = directory / f"{name}.jsonl"
         self.lines = 0
         self.rotations = 0
         self._fd = -1
@@ -49,8 +50,8 @@ class RotatingJsonlSink(ClosingSink):
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         self._size = _cut_half_line(self._fd, self.path)
 
-    def write(self, result: Result) -> None:
-        data = (detection_line(result, self.spec) + "\n").encode()
+    def write_line(self, text: str) -> None:
+        data = (text + "\n").encode()
         if self._size and self._size + len(data) > self.rotate_bytes:
             self._rotate()
         written = os.write(self._fd, data)
@@ -63,36 +64,63 @@ class RotatingJsonlSink(ClosingSink):
     def _rotate(self) -> None:
         os.close(self._fd)
         self._fd = -1
-        numbered = self.directory / f"detections.{next_number(self.directory)}.jsonl"
+        number = next_number(self.directory, self.name)
+        numbered = self.directory / f"{self.name}.{number}.jsonl"
         os.replace(self.path, numbered)
         self.rotations += 1
         log.info("%s: rotated to %s at %d bytes", self.path, numbered.name, self._size)
         self._open()
 
-    def close(self, commit: bool = True) -> None:
-        """Results of a live stream are kept whatever happens: ``commit`` changes nothing."""
+    def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
 
-def _numbered(directory: Path) -> list[tuple[int, Path]]:
+class RotatingJsonlSink(ClosingSink):
+    """A stream's results, ``detection_line`` a line, in ``<directory>/detections.jsonl``."""
+
+    wants_images = False
+
+    def __init__(self, directory: Path, spec: ModelSpec, rotate_bytes: int) -> None:
+        self.spec = spec
+        self.file = RotatingLines(directory, rotate_bytes)
+        self.path = self.file.path
+
+    def write(self, result: Result) -> None:
+        self.file.write_line(detection_line(result, self.spec))
+
+    @property
+    def lines(self) -> int:
+        return self.file.lines
+
+    @property
+    def rotations(self) -> int:
+        return self.file.rotations
+
+    def close(self, commit: bool = True) -> None:
+        """Results of a live stream are kept whatever happens: ``commit`` changes nothing."""
+        self.file.close()
+
+
+def _numbered(directory: Path, name: str) -> list[tuple[int, Path]]:
     """The rotated files of ``directory`` with their numbers, oldest first."""
+    pattern = re.compile(rf"^{re.escape(name)}\.(\d+)\.jsonl$")
     return sorted((int(m.group(1)), p) for p in directory.iterdir()
-                  if (m := _NUMBERED.match(p.name)))
+                  if (m := pattern.match(p.name)))
 
 
-def next_number(directory: Path) -> int:
+def next_number(directory: Path, name: str = "detections") -> int:
     """The number the next rotated file gets: one past the highest there."""
-    numbered = _numbered(directory)
+    numbered = _numbered(directory, name)
     return numbered[-1][0] + 1 if numbered else 1
 
 
-def result_files(directory: Path) -> list[Path]:
-    """A stream's result files, oldest first: the numbered ones, then the current one."""
-    files = [p for _, p in _numbered(directory)]
-    if (directory / CURRENT).exists():
-        files.append(directory / CURRENT)
+def result_files(directory: Path, name: str = "detections") -> list[Path]:
+    """A stream's files of ``name``, oldest first: the numbered ones, then the current one."""
+    files = [p for _, p in _numbered(directory, name)]
+    if (directory / f"{name}.jsonl").exists():
+        files.append(directory / f"{name}.jsonl")
     return files
 
 

@@ -44,13 +44,47 @@ def test_the_boxes_between_two_detected_frames_are_interpolated_in_time():
     tracker = StreamTracker(TrackerSettings(), 0.25, 30)
     for k in range(0, 9, 3):
         tracker.update(moving(k), k / 30)
-    before = dict(tracker.last)
+    before = tracker.last
     tracker.update(moving(9), 9 / 30)
-    between = tracker.between(before, 7 / 30)
+    (between,) = tracker.between(before, [7 / 30])
     truth = moving(7)
     order = np.argsort(between.xyxy[:, 0])
     assert np.allclose(between.xyxy[order], truth.xyxy[np.argsort(truth.xyxy[:, 0])], atol=0.5)
-    assert sorted(between.track_id.tolist()) == sorted(before)
+    assert sorted(between.track_id.tolist()) == sorted(before.detections.track_id.tolist())
+
+
+def test_objects_not_yet_tracked_on_both_sides_are_interpolated_by_overlap():
+    """An object first seen on the detected frame before a gap has no confirmed track there:
+    its boxes on both sides are paired by overlap, so the skipped frames still show it
+    (with the track it has by the later frame); a box on one side only shows nowhere."""
+    tracker = StreamTracker(TrackerSettings(), 0.25, 30)
+    tracker.update(moving(0), 0.0)
+    before = tracker.last
+    assert (before.detections.track_id == -1).all()
+    later = moving(3)
+    stray = Detections(np.array([[500, 500, 520, 520]], np.float32), np.array([0.9]),
+                       np.array([0]))
+    both = Detections(np.concatenate([later.xyxy, stray.xyxy]),
+                      np.concatenate([later.score, stray.score]),
+                      np.concatenate([later.class_id, stray.class_id]))
+    after = tracker.update(both, 3 / 30)
+    one, two = tracker.between(before, [1 / 30, 2 / 30])
+    for k, boxes in ((1, one), (2, two)):
+        truth = moving(k)
+        assert len(boxes) == 2
+        order = np.argsort(boxes.class_id)
+        assert np.allclose(boxes.xyxy[order], truth.xyxy, atol=0.5)
+        assert sorted(boxes.track_id.tolist()) == sorted(after.track_id[:2].tolist())
+
+
+def test_boxes_of_other_classes_are_never_paired():
+    tracker = StreamTracker(TrackerSettings(), 0.25, 30)
+    box = np.array([[10, 10, 40, 40]], np.float32)
+    tracker.update(Detections(box, np.array([0.9]), np.array([0])), 0.0)
+    before = tracker.last
+    tracker.update(Detections(box + 1, np.array([0.9]), np.array([1])), 2 / 30)
+    (between,) = tracker.between(before, [1 / 30])
+    assert len(between) == 0
 
 
 def tracked(every: int) -> AnalyticsConfig:
@@ -105,3 +139,28 @@ def test_a_stream_whose_pts_go_back_keeps_its_tracks():
     seen = [tracker.update(moving(k), t).track_id.tolist() for k, t in enumerate(pts)]
     assert seen[5] == seen[15] and -1 not in seen[15]
     assert all(s == seen[1] for s in seen[1:])
+
+
+@pytest.mark.parametrize("every, lazy", [(1, False), (3, True)])
+def test_a_file_detected_every_nth_frame_converts_only_the_pictures_asked_for(small_clip,
+                                                                             every, lazy):
+    """With --detect-every N > 1 most of a file's frames never reach the model: its decoder
+    leaves their RGB conversion until a stage asks (the carriers' preprocessing, a sink that
+    draws); at N = 1 every picture is converted as it is decoded."""
+    from models.zoo import resolve_model
+    from pipelines.backends import open_backends
+    from pipelines.metrics import PipelineMetrics
+    from pipelines.options import PipelineOptions
+    from pipelines.sources.file import FileSource
+
+    path, spec = resolve_model("models/zoo/shapes-yolo/model.pruned50.int8.onnx")
+    options = PipelineOptions(analytics=tracked(every))
+    with FileSource(small_clip, "clip") as source:
+        backends = open_backends(path, spec, [source], PipelineMetrics(), options, None)
+        try:
+            decoder = backends.decoder_for(source)
+            pictures = [p for packet in source.packets() for p in decoder.decode(packet)][:6]
+        finally:
+            backends.runtime.close()
+    assert pictures and all((p.image is None) == lazy for p in pictures)
+    assert all(p.load is not None for p in pictures) == lazy
