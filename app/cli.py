@@ -23,6 +23,8 @@ from app.bench.cli import bench_against, bench_service
 from app.bench.cli import profile as run_profile
 from app.config import load_config
 from app.demo import ensure_demo_clip, score_run
+from app.events.config import EventsConfig
+from app.events.outputs import check_webhooks
 from app.memory import limit_malloc_arenas
 from app.model_cli import model as model_commands
 from app.progress import RunProgress
@@ -30,7 +32,8 @@ from app.report import print_report
 from app.runner import run_files
 from models.zoo import resolve_model
 from pipelines.analytics.config import from_flags
-from pipelines.errors import VidpipeError
+from pipelines.errors import ConfigError, VidpipeError
+from pipelines.events.config import ClipSettings
 from pipelines.options import PipelineOptions
 from pipelines.sources.synthetic import truth_path
 
@@ -147,11 +150,29 @@ def run(
         "--detect-every", min=1, max=30, help="Run the detector on one frame in N; the "
         "tracker gives the boxes of the others (their lines say \"predicted\": true). "
         "Cuts inference N-fold; docs/BENCHMARKS.md measures what it costs in accuracy.")] = 1,
+    events_mqtt: Annotated[str | None, typer.Option(
+        "--events-mqtt", metavar="URL", help="With tracking: publish events (vidpipe.event/1) "
+        "to an MQTT broker, mqtt[s]://[user:pass@]host[:port]/prefix, QoS 1, on "
+        "PREFIX/STREAM/events, counts retained on PREFIX/STREAM/state.")] = None,
+    events_webhook: Annotated[list[str] | None, typer.Option(
+        "--events-webhook", metavar="URL", help="With tracking: POST each event to this "
+        "http(s) URL (repeatable), signed with VIDPIPE_WEBHOOK_SECRET (X-Vidpipe-Signature), "
+        "retried with backoff; what cannot be delivered goes to OUT/events/dead-letter.jsonl.")]
+    = None,
+    snapshots: Annotated[bool, typer.Option(
+        "--snapshots", help="With tracking: each object's best picture (score x area), clean "
+        "and with its box, in OUT/events/STREAM/ when it ends (decodes full pictures).")]
+    = False,
+    clips: Annotated[bool, typer.Option(
+        "--clips", help="With tracking: each object's clip, 5 s before it appeared to 5 s after "
+        "it was last seen, copied from the stream's packets (no re-encoding), in "
+        "OUT/events/STREAM/.")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
 ) -> None:
     """Detect objects in every frame of one or more videos or cameras and report where the
-    time went; with --track, follow them, and count them on lines and in zones.
+    time went; with --track, follow them, count them on lines and in zones, and say what
+    they do as events (new, update, end, line_cross, zone_enter, ...).
 
     Writes OUT/detections.jsonl (one line per frame: stream, frame, pts, detections),
     OUT/summary.json and, with analytics, OUT/events.jsonl; exits 2 with one line on bad
@@ -174,10 +195,17 @@ def run(
                                          input_size=_parse_size(input_size))
         log.info("model %s (%s, %d classes) from %s", spec.name, spec.output.format,
                  spec.num_classes, model_path)
+        events = EventsConfig(mqtt=events_mqtt, webhooks=events_webhook or [],
+                              snapshots=snapshots, clips=ClipSettings() if clips else None)
+        if (events.mqtt or events.webhooks or snapshots or clips) and options.analytics is None:
+            raise ConfigError("--events-mqtt, --events-webhook, --snapshots and --clips are "
+                              "about tracked objects: add --track (or --line, --zone)")
+        check_webhooks(events.webhooks, None, allow_idn=False)
         with RunProgress(console) as progress:
             metrics, _, outputs = run_files(sources, model_path, spec, out, options,
                                             annotate=annotate, metrics_port=metrics_port,
-                                            live=live, on_progress=progress.update)
+                                            live=live, on_progress=progress.update,
+                                            events=events)
     except VidpipeError as e:
         _fail(str(e))
     print_report(console, json.loads(outputs.summary.read_text()))

@@ -24,15 +24,18 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from app.events.config import EventsConfig
+from app.events.run import RunEvents
 from models.spec import ModelSpec
 from pipelines.analytics.stage import AnalyticsStage
 from pipelines.build import build_pipeline, check_device
 from pipelines.errors import ConfigError
+from pipelines.events.ring import RecordingSource
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
 from pipelines.sinks.atomic import AtomicPath
-from pipelines.sinks.jsonl import EventsSink, JsonlSink
+from pipelines.sinks.jsonl import JsonlSink
 from pipelines.sinks.stage import Sink
 from pipelines.sinks.video import AnnotatedVideoSink
 from pipelines.sources.file import FileSource
@@ -118,7 +121,10 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
               options: PipelineOptions, *, annotate: bool = False,
               metrics_port: int | None = None, live: bool = False,
               on_progress: Callable[[int, int | None], None] | None = None,
+              events: EventsConfig | None = None,
               ) -> tuple[PipelineMetrics, Pipeline, RunOutputs]:
+    """``events``: where the tracked streams' events go besides OUT/events.jsonl, and
+    their snapshots and clips (default: the file only)."""
     ids = stream_ids(paths)
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry)
@@ -132,6 +138,7 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
         raise ConfigError(f"--out {out}: cannot create the folder ({e.strerror})") from e
     _remove_stale_partials(out)
     sinks: list[Sink] = []
+    run_events: RunEvents | None = None
     committed = False
     with ExitStack() as stack:
         try:
@@ -139,21 +146,30 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
             info = {sid: (s.fps, s.frame_count) for sid, s in sources.items()}
             if metrics_port is not None:
                 stack.callback(_serve_metrics(registry, metrics_port).shutdown)
-            sinks.extend(_open_sinks(out, spec, ids, info, annotate,
-                                     events=options.analytics is not None))
+            sinks.extend(_open_sinks(out, spec, ids, info, annotate))
+            if options.analytics is not None and options.analytics.active:
+                run_events = _open_events(out, spec, events or EventsConfig(snapshots=False),
+                                          metrics, options, info)
+                sinks.append(run_events.sink)
+                for sid in ids:
+                    if (ring := run_events.ring(sid)) is not None:
+                        sources[sid] = RecordingSource(sources[sid], ring)
             pipeline = build_pipeline(paths, ids, model_path, spec, sinks, metrics, options,
                                       open_source=lambda _, sid: sources[sid])
             counts = [count for _, count in info.values()]
             total = None if None in counts else sum(c for c in counts if c is not None)
             stopped_by = asyncio.run(_run(pipeline, _progress(metrics, total, on_progress)))
             unfinished = [] if stopped_by is None else _unfinished(metrics, info)
-            outputs = _commit(sinks, out, metrics, pipeline, ids, stopped_by, unfinished)
+            outputs = _commit(sinks, out, metrics, pipeline, ids, stopped_by, unfinished,
+                              run_events)
             committed = True
             return metrics, pipeline, outputs
         finally:
             if not committed:
                 for sink in sinks:
                     sink.close(commit=False)
+                if run_events is not None:
+                    run_events.close(commit=False)
                 if created_out and out.is_dir() and not any(out.iterdir()):
                     out.rmdir()
 
@@ -167,12 +183,18 @@ def _serve_metrics(registry: CollectorRegistry, port: int) -> Any:
     return server
 
 
+def _open_events(out: Path, spec: ModelSpec, config: EventsConfig, metrics: PipelineMetrics,
+                 options: PipelineOptions,
+                 info: dict[str, tuple[float, int | None]]) -> RunEvents:
+    assert options.analytics is not None and options.analytics.track is not None
+    lost_s = options.analytics.track.lost_frames / 30.0  # the tracker's frames are at 30 fps
+    return RunEvents(out, spec, config, metrics, fps_of=lambda sid: info[sid][0] or 30.0,
+                     end_s_of=lambda sid: lost_s)
+
+
 def _open_sinks(out: Path, spec: ModelSpec, ids: list[str],
-                info: dict[str, tuple[float, int | None]], annotate: bool,
-                events: bool = False) -> list[Sink]:
+                info: dict[str, tuple[float, int | None]], annotate: bool) -> list[Sink]:
     sinks: list[Sink] = [JsonlSink(out / "detections.jsonl", spec)]
-    if events:
-        sinks.append(EventsSink(out / "events.jsonl"))
     if annotate:
         def path_for(sid: str) -> Path:
             return out / ("annotated.mp4" if len(ids) == 1 else f"annotated-{sid}.mp4")
@@ -251,12 +273,15 @@ async def _tick(tick: Callable[[], None]) -> None:
 
 
 def _commit(sinks: list[Sink], out: Path, metrics: PipelineMetrics, pipeline: Pipeline,
-            ids: list[str], stopped_by: str | None,
-            unfinished: list[tuple[str, int, int]]) -> RunOutputs:
+            ids: list[str], stopped_by: str | None, unfinished: list[tuple[str, int, int]],
+            run_events: RunEvents | None) -> RunOutputs:
     for sink in sinks:
-        sink.close(commit=True)
+        if run_events is None or sink is not run_events.sink:
+            sink.close(commit=True)
+    if run_events is not None:
+        run_events.close(commit=True)
     annotated = [p for s in sinks if isinstance(s, AnnotatedVideoSink) for p in s.paths]
-    events = next((s.path for s in sinks if isinstance(s, EventsSink)), None)
+    events = run_events.path if run_events is not None else None
     summary = out / "summary.json"
     atomic = AtomicPath(summary)
     report = summarise(metrics, pipeline, ids)
@@ -298,6 +323,11 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
     }
     if analytics:
         report["analytics"] = _summed(list(analytics.values()))
+    if metrics.events:
+        sinks: dict[str, dict[str, int]] = {}
+        for (sink, outcome), count in sorted(metrics.events.items()):
+            sinks.setdefault(sink, {})[outcome] = count
+        report["events"] = sinks
     return report
 
 

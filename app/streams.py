@@ -65,14 +65,15 @@ def resolve_source(url: str, media_roots: list[Path]) -> tuple[SourceKind, str]:
 
 
 def check_camera_host(url: str, networks: Sequence[IPv4Network | IPv6Network] | None,
-                      allow_idn: bool) -> None:
-    """Refuse a camera whose host is not ASCII (an IDN, or bidi controls such as U+202E that
-    make a name read as another) unless ``allow_idn``, or, with ``networks``, one that resolves
-    to any address outside them. Blocking (DNS): run it off the event loop."""
+                      allow_idn: bool, what: str = "camera") -> None:
+    """Refuse a host (a camera's; a webhook's, with ``what``) that is not ASCII (an IDN, or
+    bidi controls such as U+202E that make a name read as another) unless ``allow_idn``, or,
+    with ``networks``, one that resolves to any address outside them. Blocking (DNS): run it
+    off the event loop."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if not host.isascii() and not allow_idn:
-        raise SourceRejected(f"camera host {ascii(host)} is not plain ASCII (an international "
+        raise SourceRejected(f"{what} host {ascii(host)} is not plain ASCII (an international "
                              "name or invisible direction marks); set allow_idn_hosts to "
                              "allow it")
     if networks is None:
@@ -81,11 +82,11 @@ def check_camera_host(url: str, networks: Sequence[IPv4Network | IPv6Network] | 
         found = {str(info[4][0]) for info in socket.getaddrinfo(host, parts.port or 554,
                                                              type=socket.SOCK_STREAM)}
     except (OSError, UnicodeError) as e:
-        raise SourceRejected(f"camera host {ascii(host)} does not resolve ({e})") from None
+        raise SourceRejected(f"{what} host {ascii(host)} does not resolve ({e})") from None
     outside = sorted(a for a in found
                      if not any(ip_address(a.split("%")[0]) in net for net in networks))
     if outside:
-        raise SourceRejected(f"camera host {ascii(host)} resolves to {', '.join(outside)}, "
+        raise SourceRejected(f"{what} host {ascii(host)} resolves to {', '.join(outside)}, "
                              "outside allowed_networks")
 
 

@@ -138,6 +138,11 @@ class PipelineMetrics:
                                         ["stream", "zone", "type"], registry=r)
         self._occupancy = Gauge("vidpipe_zone_occupancy", "Confirmed tracks inside a zone",
                                 ["stream", "zone"], registry=r)
+        self._events = PromCounter("vidpipe_events_total", "Events by sink and outcome (sent, "
+                                   "retried, dropped: given up, in the dead-letter file)",
+                                   ["sink", "outcome"], registry=r)
+        self._events_by = _Children(self._events)
+        self.events: Counter[tuple[str, str]] = Counter()  # (sink, outcome) -> events
         self._crossings_by = _Children(self._crossings)
         self._zone_events_by = _Children(self._zone_events)
         self._occupancy_by = _Children(self._occupancy)
@@ -228,6 +233,13 @@ class PipelineMetrics:
 
     def count_zone_event(self, stream: str, zone: str, kind: str) -> None:
         self._zone_events_by(stream, zone, kind).inc()
+
+    def count_event(self, sink: str, outcome: str, count: int = 1) -> None:
+        """An event ``sent`` by a sink, an attempt ``retried``, or one ``dropped`` (given up:
+        kept in the dead-letter file). Called from the sinks' own threads."""
+        self._events_by(sink, outcome).inc(count)
+        with self._lock:
+            self.events[(sink, outcome)] += count
 
     def set_zone_occupancy(self, stream: str, zone: str, count: int) -> None:
         self._occupancy_by(stream, zone).set(count)

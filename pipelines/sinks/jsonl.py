@@ -84,12 +84,3 @@ class JsonlSink(AtomicLines):
 
     def write(self, result: Result) -> None:
         self._line(detection_line(result, self.spec))
-
-
-class EventsSink(AtomicLines):
-    """``events.jsonl``: the analytics events (line crossings, zone visits, loitering,
-    overcrowding), one JSON line each, in the order their frames were processed."""
-
-    def write(self, result: Result) -> None:
-        for event in result.events:
-            self._line(json.dumps(event, separators=(",", ":")))

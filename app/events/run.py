@@ -1,0 +1,72 @@
+"""A ``vidpipe run``'s events: the EventSink on the sink stage, ``events.jsonl``, MQTT and
+webhooks where asked, and the objects' snapshots and clips under ``OUT/events/``.
+
+Closed in that order when the run ends: the live objects end, their media are written and
+their ``end`` published, the network sinks deliver what they hold (or dead-letter it), and
+``events.jsonl`` is committed — or, for a failed run, discarded with the media folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from app.events.config import EventsConfig
+from app.events.outputs import EventOutputs
+from models.spec import ModelSpec
+from pipelines.events.files import EventLog
+from pipelines.events.media import MediaStore
+from pipelines.events.ring import PacketRing
+from pipelines.events.sink import EventSink, MediaWriter
+from pipelines.metrics import PipelineMetrics
+
+MB = 1024 * 1024
+
+
+def media_path(kind: str, event_id: str, stream: str) -> str:
+    """Where a run's event says its media are: relative to the run's folder."""
+    suffix = {"clip": ".mp4", "snapshot": ".jpg", "clean": ".clean.jpg"}[kind]
+    return f"events/{stream}/{event_id}{suffix}"
+
+
+class RunEvents:
+    def __init__(self, out: Path, spec: ModelSpec, config: EventsConfig,
+                 metrics: PipelineMetrics, fps_of: Callable[[str], float],
+                 end_s_of: Callable[[str], float]) -> None:
+        self.path = out / "events.jsonl"
+        self.media_dir = out / config.media_dir
+        self._made_media_dir = not self.media_dir.exists()
+        self.log = EventLog(self.path, metrics)
+        self.rings: dict[str, PacketRing] = {}
+        self.media: MediaWriter | None = None
+        try:
+            self.outputs = EventOutputs(config, metrics, [self.log])
+        except BaseException:
+            self.log.close(commit=False)
+            raise
+        if config.snapshots or config.clips is not None:
+            self.media = MediaWriter(MediaStore(self.media_dir, config.clips.retain_hours
+                                                if config.clips else 168.0,
+                                                config.clips.retain_mb if config.clips
+                                                else 2048.0), spec, config.clips, media_path)
+        self.config = config
+        self.sink = EventSink(spec, config, self.outputs.outputs, fps_of=fps_of,
+                              end_s_of=end_s_of, rings=self.rings, media=self.media)
+
+    def ring(self, stream: str) -> PacketRing | None:
+        """A packet ring for ``stream``'s clips (None: no clips)."""
+        clips = self.config.clips
+        if clips is None:
+            return None
+        ring = self.rings[stream] = PacketRing(clips.buffer_s, int(clips.buffer_mb * MB))
+        return ring
+
+    def close(self, commit: bool = True) -> None:
+        self.sink.close(commit)
+        if self.media is not None:
+            self.media.close()
+        self.outputs.close()
+        self.log.close(commit)
+        if not commit and self._made_media_dir and self.media_dir.is_dir():
+            shutil.rmtree(self.media_dir, ignore_errors=True)

@@ -1,0 +1,176 @@
+"""PacketRing: a stream's last seconds of *encoded* packets, for clips cut without
+re-encoding; RecordingSource: a source that keeps its packets in one as they are read.
+
+The decode thread appends (a copy of each packet's bytes, a memcpy); the clip writer reads.
+What a clip needs to be muxed is kept beside the packets: a *template* of the video stream
+(codec, size, extradata) copied into a muxer that is never written, so it outlives the
+source's container. A new connection (an RTSP reconnect) or a pts that goes back (a file
+played in a loop) starts a new segment: the packets before it are dropped, since one clip
+cannot hold both.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import av
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPacket:
+    data: bytes
+    pts: int | None
+    dts: int | None
+    duration: int
+    keyframe: bool
+    time_base: Fraction
+    at: float  # pts in seconds
+
+
+@dataclass(frozen=True, slots=True)
+class ClipPackets:
+    """What a clip is cut from: packets starting on a key frame, and their stream's
+    template."""
+
+    template: Any  # av.VideoStream of a muxer that is never written
+    packets: list[StoredPacket]
+
+    @property
+    def start(self) -> float:
+        return self.packets[0].at
+
+    @property
+    def end(self) -> float:
+        return self.packets[-1].at
+
+
+class PacketRing:
+    def __init__(self, seconds: float, max_bytes: int) -> None:
+        if seconds <= 0 or max_bytes <= 0:
+            raise ValueError(f"a packet ring needs seconds and bytes > 0, got {seconds}, "
+                             f"{max_bytes}")
+        self.seconds, self.max_bytes = seconds, max_bytes
+        self._packets: deque[StoredPacket] = deque()
+        self._bytes = 0
+        self._template: Any = None
+        self._holder: Any = None  # the never-written muxer that owns the template
+        self._lock = threading.Condition()
+        self.closed = False
+        self.appended = 0  # packets, and bytes, since the ring was made
+        self.appended_bytes = 0
+
+    def new_segment(self, stream: av.video.stream.VideoStream) -> None:
+        """Packets from now on belong to ``stream`` (a first or a new connection)."""
+        holder = av.open(io.BytesIO(), "w", format="mp4")
+        template = holder.add_stream_from_template(stream, opaque=True)
+        with self._lock:
+            self._packets.clear()
+            self._bytes = 0
+            self._template, self._holder = template, holder
+
+    def append(self, packet: av.Packet) -> None:
+        if packet.size == 0 or packet.pts is None or packet.time_base is None:
+            return  # a flush or a packet without a time: nothing a clip could place
+        at = float(packet.pts * packet.time_base)
+        stored = StoredPacket(bytes(packet), packet.pts, packet.dts, packet.duration or 0,
+                              bool(packet.is_keyframe), packet.time_base, at)
+        with self._lock:
+            if self._template is None:
+                return
+            if self._packets and at < self._packets[-1].at - self.seconds:
+                self._packets.clear()  # the pts went back: a looped file starts again
+                self._bytes = 0
+            self._packets.append(stored)
+            self._bytes += len(stored.data)
+            self.appended += 1
+            self.appended_bytes += len(stored.data)
+            self._trim()
+            self._lock.notify_all()
+
+    def _trim(self) -> None:
+        """Drop the oldest packets beyond the ring's seconds or bytes."""
+        newest = self._packets[-1].at
+        while len(self._packets) > 1 and (newest - self._packets[0].at > self.seconds
+                                          or self._bytes > self.max_bytes):
+            self._bytes -= len(self._packets.popleft().data)
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    @property
+    def newest(self) -> float | None:
+        with self._lock:
+            return self._packets[-1].at if self._packets else None
+
+    def wait_until(self, at: float, timeout: float) -> bool:
+        """Wait until a packet at or after ``at`` seconds is in, the ring closed, or
+        ``timeout`` passed; whether the packet came."""
+        with self._lock:
+            self._lock.wait_for(lambda: self.closed or (
+                bool(self._packets) and self._packets[-1].at >= at), timeout)
+            return bool(self._packets) and self._packets[-1].at >= at
+
+    def cut(self, start: float, end: float) -> ClipPackets | None:
+        """The packets from the last key frame at or before ``start`` (or the oldest one
+        kept, when the ring no longer reaches back to it) to the last packet at or before
+        ``end``, in decoding order; None when the ring holds nothing of that span."""
+        with self._lock:
+            packets = list(self._packets)
+            template = self._template
+        first = None
+        for i, p in enumerate(packets):
+            if p.keyframe and (p.at <= start or first is None):
+                first = i
+            if p.at > start and first is not None:
+                break
+        if first is None:
+            return None
+        chosen = [p for p in packets[first:] if p.at <= end]
+        if not chosen or chosen[-1].at < start:
+            return None
+        return ClipPackets(template, chosen)
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            self._lock.notify_all()
+
+
+class RecordingSource:
+    """A packet source that also keeps its packets in ``ring``; everything else is the
+    wrapped source's."""
+
+    def __init__(self, source: Any, ring: PacketRing) -> None:
+        self._source = source
+        self.ring = ring
+
+    def packets(self) -> Iterator[av.Packet]:
+        epoch = None
+        for packet in self._source.packets():
+            if self._source.epoch != epoch:
+                epoch = self._source.epoch
+                self.ring.new_segment(self._source.video)
+            self.ring.append(packet)
+            yield packet
+        self.ring.close()
+
+    def close(self) -> None:
+        self.ring.close()
+        self._source.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+    def __enter__(self) -> RecordingSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
