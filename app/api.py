@@ -21,12 +21,13 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi import Path as FastApiPath
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -37,9 +38,11 @@ from app import __version__
 from app.config import AnalyticsUpdate, ServiceConfig, StreamConfig, answered_hosts
 from app.limits import BodyLimit
 from app.service import Service, StreamExists, StreamLimit, TrackerFixed
+from app.service_events import RECENT
 from app.stats import stats
 from app.streams import SourceRejected
 from pipelines.errors import VidpipeError
+from pipelines.events.media import EVENT_ID
 from pipelines.metrics import PipelineMetrics
 from pipelines.sinks.broadcast import ResultBroadcast
 
@@ -138,6 +141,13 @@ class MetricsText(Response):
     media_type = CONTENT_TYPE_LATEST
 
 
+class Mp4Response(Response):
+    media_type = "video/mp4"
+
+
+EventId = Annotated[str, FastApiPath(pattern=EVENT_ID.pattern)]
+
+
 def _routes(app: FastAPI, service: Service, auth: Any) -> None:
     @app.post("/api/streams", status_code=201, dependencies=[auth],
               responses=_errors(400, 401, 409, 413, 429))
@@ -207,10 +217,31 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
 
     @app.get("/api/events", dependencies=[auth], response_class=EventStream,
              responses=_errors(401) | _event_feed(
-                 "stats every second; stream and removed when a stream changes",
-                 "stats", "stream", "removed"))
+                 "stats every second; stream and removed when a stream changes; event for "
+                 "each event of a tracked stream (vidpipe.event/1)",
+                 "stats", "stream", "removed", "event"))
     async def events(request: Request) -> StreamingResponse:
         return EventStream(_events(service, request), headers={"Cache-Control": "no-store"})
+
+    @app.get("/api/events/recent", dependencies=[auth], responses=_errors(401))
+    async def recent_events(limit: Annotated[int, Query(ge=1, le=RECENT)] = 50,
+                            stream: str | None = None) -> dict[str, Any]:
+        """The latest events (``vidpipe.event/1``), newest first, of every stream or of
+        ``stream``; ``/api/events`` sends each as it happens."""
+        assert service.events is not None
+        return {"events": service.events.recent.latest(limit, stream)}
+
+    @app.get("/api/events/{event_id}/snapshot.jpg", dependencies=[auth],
+             response_class=JpegResponse, responses=_errors(401, 404))
+    async def event_snapshot(event_id: EventId, clean: bool = False) -> Response:
+        """An ``end`` event's object at its best: with its box drawn, or ``clean``."""
+        return _media(service, event_id, "clean" if clean else "snapshot", "image/jpeg")
+
+    @app.get("/api/events/{event_id}/clip.mp4", dependencies=[auth],
+             response_class=Mp4Response, responses=_errors(401, 404))
+    async def event_clip(event_id: EventId) -> Response:
+        """An ``end`` event's clip (MP4, the stream's packets copied)."""
+        return _media(service, event_id, "clip", "video/mp4")
 
     @app.get("/metrics", dependencies=[auth], response_class=MetricsText,
              responses=_errors(401))
@@ -227,6 +258,15 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
 
 
+def _media(service: Service, event_id: str, kind: str, media_type: str) -> Response:
+    assert service.events is not None
+    path = service.events.store.find(event_id, kind)
+    if path is None:
+        raise HTTPException(404, f"event {event_id} has no {kind} (none kept, or removed "
+                                 "past the retention)")
+    return FileResponse(path, media_type=media_type, headers={"Cache-Control": "private"})
+
+
 def _stream(service: Service, stream_id: str) -> Any:
     rt = service.streams.get(stream_id)
     if rt is None:
@@ -235,7 +275,8 @@ def _stream(service: Service, stream_id: str) -> Any:
 
 
 async def _events(service: Service, request: Request) -> AsyncIterator[str]:
-    """Server-sent events: ``stats`` every second, ``stream``/``removed`` on state changes."""
+    """Server-sent events: ``stats`` every second, ``stream``/``removed`` on state changes,
+    ``event`` for each event of a tracked stream."""
     queue = service.subscribe()
     next_stats = time.monotonic()
     try:

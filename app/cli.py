@@ -288,6 +288,14 @@ def bench(
     detect_every: Annotated[str, typer.Option(
         "--detect-every", help="With --tracking: the detection intervals to compare.")]
     = "1,2,3",
+    events: Annotated[bool, typer.Option(
+        "--events", help="Instead: what events cost: the packet ring per stream (CPU per "
+        "packet, memory at 60 s, a 10 s clip's remux) and the tracked pipeline with "
+        "events.jsonl only, snapshots, clips (and MQTT with --events-mqtt), side by side.")]
+    = False,
+    events_mqtt: Annotated[str | None, typer.Option(
+        "--events-mqtt", metavar="URL", help="With --events: a broker for the MQTT variant.")]
+    = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
 ) -> None:
@@ -298,7 +306,12 @@ def bench(
     OUT/bench.json."""
     _configure_logging("warning")
     try:
-        if tracking:
+        if events:
+            from app.bench.events import bench_events
+
+            bench_events(console, reps, out,
+                         ensure_demo_clip(Path("build/demo/clip.mp4"), console), events_mqtt)
+        elif tracking:
             from app.bench.tracking import bench_tracking
 
             everys = sorted({1, *(int(v) for v in detect_every.split(",") if v.strip())})

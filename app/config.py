@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, ValidationError
 
+from app.events.config import EventsConfig
 from pipelines.analytics.config import (
     AnalyticsConfig,
     LineConfig,
@@ -99,6 +100,9 @@ class ServiceConfig(PipelineSettings):
     results_dir: Path | None = Path("results")  # <results_dir>/<stream>/detections.jsonl
     results_rotate_mb: float = Field(default=64.0, gt=0)
     streams: list[StreamConfig] = Field(default_factory=list)
+    # where the tracked streams' events go (each stream's events.jsonl always; MQTT and
+    # webhooks where set), the objects' snapshots and clips
+    events: EventsConfig = Field(default_factory=EventsConfig)
     api_token: str | None = Field(default=None, exclude=True, repr=False)
 
 

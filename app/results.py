@@ -1,5 +1,6 @@
 """Where a service stream's results go: its snapshot for the dashboard, its JSON lines file
-under ``results_dir``, and its live results feed (``GET /api/streams/{id}/results``).
+under ``results_dir``, its live results feed (``GET /api/streams/{id}/results``) and its
+events.
 
 Each stream gets its own set when it is added and closes it when it ends, so a stream's
 files are never written by two streams, and a results file left by an earlier run of the
@@ -14,6 +15,7 @@ from pathlib import Path
 from app.config import ServiceConfig
 from models.spec import ModelSpec
 from pipelines.errors import ConfigError
+from pipelines.events.sink import EventSink
 from pipelines.sinks.broadcast import ResultBroadcast
 from pipelines.sinks.feed import LatestFrameSink
 from pipelines.sinks.rotating import RotatingJsonlSink
@@ -27,6 +29,7 @@ class StreamOutputs:
     snapshot: LatestFrameSink
     live: ResultBroadcast
     file: RotatingJsonlSink | None  # None: results_dir is off
+    events: EventSink | None = None  # the stream's events (app/service_events.py)
 
     @classmethod
     def open(cls, stream_id: str, spec: ModelSpec, config: ServiceConfig) -> StreamOutputs:
@@ -49,10 +52,12 @@ class StreamOutputs:
         sinks: list[Sink] = [self.snapshot, self.live]
         if self.file is not None:
             sinks.append(self.file)
+        if self.events is not None:
+            sinks.append(self.events)
         return sinks
 
     def close(self) -> None:
-        """The stream has ended: its file is closed, its live readers told (the last
-        snapshot stays readable)."""
+        """The stream has ended: its file is closed, its live readers told, its objects
+        ended (the last snapshot stays readable)."""
         for sink in self.sinks:
             sink.close()

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from app.config import AnalyticsUpdate, ServiceConfig, StreamConfig, analytics_config
+from app.events.outputs import check_webhooks
 from app.results import StreamOutputs
+from app.service_events import ServiceEvents
 from app.streams import (
     SourceRejected,
     StreamRuntime,
@@ -29,6 +31,7 @@ from app.streams import (
 from models.zoo import resolve_model
 from pipelines.analytics.config import TrackerSettings
 from pipelines.analytics.stream import StreamAnalytics
+from pipelines.events.ring import PacketRing, RecordingSource
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.shared import SharedDetector
@@ -62,9 +65,20 @@ class Service:
         self.detectors: dict[tuple[str, str], SharedDetector] = {}  # (model file, device)
         self._detector_tasks: dict[SharedDetector, asyncio.Task[None]] = {}
         self._detectors_lock = asyncio.Lock()
+        self.events: ServiceEvents | None = None
 
     async def start(self) -> None:
-        """Start the streams the config declares; one that fails to start is logged, not fatal."""
+        """Open the event outputs, start the streams the config declares; a stream that
+        fails to start is logged, not fatal (an event output that cannot open is)."""
+        await asyncio.to_thread(check_webhooks, self.config.events.webhooks,
+                                self.config.allowed_networks, self.config.allow_idn_hosts)
+        loop = asyncio.get_running_loop()
+
+        def on_event(event: dict[str, Any]) -> None:  # from the sink and media threads
+            loop.call_soon_threadsafe(self._emit, {"type": "event", "event": event})
+
+        self.events = await asyncio.to_thread(ServiceEvents, self.config, self.metrics,
+                                              on_event)
         for stream in self.config.streams:
             try:
                 await self.add_stream(stream)
@@ -89,12 +103,13 @@ class Service:
         policy = cfg.policy or "drop_oldest"
         rt = StreamRuntime(stream_id, redact(cfg.url), kind, model, policy,
                            StreamOutputs.open(stream_id, spec, self.config))
+        ring = self._events_for(rt, spec, tracked=analytics_config is not None)
         self.streams[stream_id] = rt
         detector: SharedDetector | None = None
         try:
             async with self._detectors_lock:
                 detector = await self._detector(model, model_path, spec)
-                source = await asyncio.to_thread(self._opener(rt), target, stream_id)
+                source = await asyncio.to_thread(self._opener(rt, ring), target, stream_id)
                 rt.detector = detector
                 if analytics_config is not None:
                     rt.analytics = StreamAnalytics(stream_id, analytics_config, spec,
@@ -163,7 +178,22 @@ class Service:
             await asyncio.to_thread(detector.release)
             log.info("detector %s: no stream uses it; unloaded", detector.name)
 
-    def _opener(self, rt: StreamRuntime) -> Callable[[Any, str], Any]:
+    def _events_for(self, rt: StreamRuntime, spec: Any, tracked: bool) -> PacketRing | None:
+        """The stream's EventSink among its outputs; its packet ring where clips are on and
+        the stream is tracked from the start (one given a tracker later has no clips)."""
+        assert self.events is not None, "the service has not started"
+        ring = self.events.ring() if tracked else None
+
+        def lost_s(_: str) -> float:
+            track = rt.analytics.config.track if rt.analytics is not None else None
+            return (track.lost_frames if track is not None else 30) / 30.0
+
+        rt.outputs.events = self.events.sink(
+            rt.id, spec, lambda _: float(getattr(rt.source, "fps", 0) or 30.0), lost_s, ring)
+        return ring
+
+    def _opener(self, rt: StreamRuntime,
+                ring: PacketRing | None = None) -> Callable[[Any, str], Any]:
         # A source reports from its decode thread; the service's state lives on the loop.
         loop = asyncio.get_running_loop()
 
@@ -181,6 +211,8 @@ class Service:
 
                 rt.source = RtspSource(location, sid, stall_timeout_s=self.config.stall_timeout_s,
                                        on_state=on_state, on_reconnect=on_reconnect)
+            if ring is not None:  # its packets kept for clips
+                rt.source = RecordingSource(rt.source, ring)
             return rt.source
 
         return open_source
@@ -298,6 +330,8 @@ class Service:
                              return_exceptions=True)
         for detector in list(self._detector_tasks):
             await self._unload_if_idle(detector)
+        if self.events is not None:
+            await asyncio.to_thread(self.events.close)
         log.info("drained %d stream(s) in %.2f s", len(streams), time.monotonic() - start)
 
     async def __aenter__(self) -> Service:

@@ -4,9 +4,11 @@
 import { drawChart, fmtDuration, fmtMs, record } from './chart.js';
 
 const STAGES = ['decode', 'preprocess', 'infer', 'postprocess', 'sink'];
+// Where a stage that only some services have goes: analytics (tracked streams) before sink.
+const ORDER = ['decode', 'preprocess', 'infer', 'postprocess', 'analytics', 'sink'];
 // A channel named `<stream>/<kind>[/<stream>]` (pipelines/build.py) feeds this stage.
 const QUEUE_FEEDS = { decoded: 'preprocess', prepared: 'infer', inferred: 'postprocess',
-  results: 'sink' };
+  detected: 'analytics', results: 'sink' };
 const DROP_LABELS = { dropped_full: 'queue full', dropped_stale: 'too old',
   dropped_stopped: 'stopped', decode_error: 'decode error', model_error: 'model error' };
 const POLL_MS = 1000;
@@ -26,6 +28,10 @@ let lastDrops = null; // {t, total} for the drop rate
 let pollTimer = null;
 
 // ---- helpers ----------------------------------------------------------------------------
+function rank(stage) {
+  return ORDER.includes(stage) ? ORDER.indexOf(stage) : ORDER.length;
+}
+
 function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
@@ -75,7 +81,13 @@ function stageBox(name) {
   parts.chart.dataset.testid = `stage-${name}-chart`;
   parts.wait = el('div', 'wait');
   box.append(head, busyRow, parts.latency, parts.chart, parts.wait);
-  pipeline.append(box);
+  // in pipeline order: a stage seen later (analytics) goes before the queue of the first
+  // stage that comes after it (the first stage, decode, is always made first)
+  const later = [...stageBoxes.values()].find((e) => e.parts.queue
+    && rank(e.box.dataset.testid.slice(6)) > rank(name));
+  if (later) pipeline.insertBefore(parts.queue, later.parts.queue);
+  if (later) pipeline.insertBefore(box, later.parts.queue);
+  else pipeline.append(box);
   const entry = { box, parts };
   stageBoxes.set(name, entry);
   return entry;
@@ -129,6 +141,7 @@ function renderStage(name, row, queue, bottleneck, now) {
 function renderPipeline(stats, now) {
   const rows = new Map(stats.stages.map((s) => [s.stage, s]));
   const names = [...STAGES, ...stats.stages.map((s) => s.stage).filter((n) => !STAGES.includes(n))];
+  names.sort((a, b) => rank(a) - rank(b));
   // The busiest stage (per thread) is the one that caps the frame rate.
   const busiest = stats.stages.reduce((a, b) => (!a || b.busy > a.busy ? b : a), null);
   const queues = queuesByStage(stats.channels);
@@ -336,6 +349,94 @@ async function refreshSnapshot(card) {
   }
 }
 
+// ---- events --------------------------------------------------------------------------------
+// Objects' updates are left out: the list says when something happens, not where it is.
+const MAX_EVENTS = 30;
+const SHOWN_EVENTS = new Set(['new', 'end', 'line_cross', 'zone_enter', 'zone_exit', 'loiter',
+  'crowd_begin', 'crowd_end']);
+const shownEvents = new Set(); // event ids in the list
+
+function eventText(e) {
+  const what = e.class ? `${e.class}${e.track_id != null ? ` #${e.track_id}` : ''}` : '';
+  const where = e.line ? `line ${e.line} ${e.direction}` : e.zone ? `zone ${e.zone}` : '';
+  const extra = e.type === 'end' ? `${e.duration_s.toFixed(1)} s` :
+    e.dwell_s != null ? `dwell ${e.dwell_s.toFixed(1)} s` :
+    e.occupancy != null ? `${e.occupancy} inside` : '';
+  return [e.stream, what, where, extra].filter(Boolean).join(' · ');
+}
+
+// Media need the token too: fetched, then shown from a blob URL.
+async function mediaUrl(path) {
+  const r = await fetch(path, { cache: 'no-store', headers: authHeaders() });
+  if (!r.ok) throw new Error(`HTTP ${r.status}`);
+  return URL.createObjectURL(await r.blob());
+}
+
+function eventRow(e) {
+  const row = el('li');
+  row.dataset.testid = `event-${e.id}`;
+  row.dataset.type = e.type;
+  row.append(el('span', 'when', e.time.slice(11, 19)), el('span', 'kind', e.type),
+    el('span', 'what', eventText(e)));
+  if (e.snapshot) {
+    const img = el('img');
+    img.alt = `${e.class} at its best`;
+    img.dataset.testid = `event-${e.id}-snapshot`;
+    mediaUrl(e.snapshot).then((url) => {
+      img.onload = () => { img.dataset.loaded = 'true'; };
+      img.src = url;
+    }).catch(() => img.remove());
+    row.append(img);
+  }
+  if (e.clip) {
+    const button = el('button', 'clip', 'play clip');
+    button.type = 'button';
+    button.dataset.testid = `event-${e.id}-clip`;
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      try {
+        const video = el('video');
+        video.controls = true;
+        video.muted = true;
+        video.dataset.testid = `event-${e.id}-video`;
+        video.src = await mediaUrl(e.clip);
+        button.replaceWith(video);
+        video.play().catch(() => {});
+      } catch (error) {
+        button.textContent = `clip unavailable (${error.message})`;
+      }
+    });
+    row.append(button);
+  }
+  return row;
+}
+
+function addEvent(e) {
+  if (!SHOWN_EVENTS.has(e.type) || shownEvents.has(e.id)) return;
+  shownEvents.add(e.id);
+  const list = $('events');
+  $('no-events').hidden = true;
+  list.insertBefore(eventRow(e), $('no-events').nextSibling);
+  while (list.children.length > MAX_EVENTS + 1) {
+    const last = list.lastElementChild;
+    shownEvents.delete(last.dataset.testid.slice(6));
+    last.querySelectorAll('img, video').forEach((m) => m.src && URL.revokeObjectURL(m.src));
+    last.remove();
+  }
+}
+
+async function loadRecentEvents() {
+  try {
+    const r = await fetch(`/api/events/recent?limit=${MAX_EVENTS * 4}`,
+      { cache: 'no-store', headers: authHeaders() });
+    if (!r.ok) return;
+    const { events } = await r.json();
+    events.reverse().forEach(addEvent); // oldest first, so the newest ends on top
+  } catch {
+    // the feed brings the next ones
+  }
+}
+
 // ---- the API -----------------------------------------------------------------------------
 // With a token set on the service every data route needs it, the event feed too: so the feed
 // is read with fetch (EventSource cannot send a header), and the token is kept for the
@@ -474,6 +575,7 @@ async function connect() {
     if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);
     $('token').classList.remove('needed');
     stopPolling();
+    loadRecentEvents(); // what happened before the feed (re)connected
     const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = '';
     for (;;) {
@@ -505,6 +607,7 @@ function onEvent(block) {
   if (type === 'stats') onStats(payload, 'live');
   else if (type === 'stream') upsertStream(payload.stream);
   else if (type === 'removed') dropCard(payload.stream.id);
+  else if (type === 'event') addEvent(payload.event);
 }
 
 function watchFreshness() {

@@ -46,10 +46,8 @@ class RunEvents:
             self.log.close(commit=False)
             raise
         if config.snapshots or config.clips is not None:
-            self.media = MediaWriter(MediaStore(self.media_dir, config.clips.retain_hours
-                                                if config.clips else 168.0,
-                                                config.clips.retain_mb if config.clips
-                                                else 2048.0), spec, config.clips, media_path)
+            store = MediaStore(self.media_dir, config.retain_hours, config.retain_mb)
+            self.media = MediaWriter(store, config.clips, media_path)
         self.config = config
         self.sink = EventSink(spec, config, self.outputs.outputs, fps_of=fps_of,
                               end_s_of=end_s_of, rings=self.rings, media=self.media)

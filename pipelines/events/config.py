@@ -31,14 +31,12 @@ class ObjectSettings(_Strict):
 class ClipSettings(_Strict):
     """Clips of an object, from ``pre_s`` before it appeared to ``post_s`` after it was last
     seen, remuxed from the stream's last ``buffer_s`` (at most ``buffer_mb``) of encoded
-    packets; kept ``retain_hours`` and ``retain_mb`` in all, the oldest removed first."""
+    packets."""
 
     pre_s: float = Field(default=5.0, ge=0.0, le=600.0)
     post_s: float = Field(default=5.0, ge=0.0, le=600.0)
     buffer_s: float = Field(default=60.0, gt=0.0, le=3600.0)
     buffer_mb: float = Field(default=64.0, gt=0.0)
-    retain_hours: float = Field(default=168.0, gt=0.0)
-    retain_mb: float = Field(default=2048.0, gt=0.0)
 
     @model_validator(mode="after")
     def _fits(self) -> ClipSettings:
@@ -50,8 +48,11 @@ class ClipSettings(_Strict):
 
 class EventSettings(_Strict):
     """A stream's events: the objects' lifecycles, the best snapshot of each (at its end),
-    and clips (None: none)."""
+    and clips (None: none). Snapshots and clips are kept ``retain_hours`` and ``retain_mb``
+    in all, the oldest removed first."""
 
     objects: ObjectSettings = Field(default_factory=ObjectSettings)
     snapshots: bool = True
     clips: ClipSettings | None = None
+    retain_hours: float = Field(default=168.0, gt=0.0)
+    retain_mb: float = Field(default=2048.0, gt=0.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -47,37 +48,42 @@ class EventLog(AtomicLines):
 
 
 class EventFiles:
-    """The service's ``<root>/<stream>/events.jsonl``, rotated at ``rotate_bytes``."""
+    """The service's ``<root>/<stream>/events.jsonl``, rotated at ``rotate_bytes``; at most
+    ``max_open`` kept open (the least recently written closed first), so streams added and
+    removed for months hold no file each."""
 
     name = "file"
 
-    def __init__(self, root: Path, rotate_bytes: int, metrics: PipelineMetrics) -> None:
+    def __init__(self, root: Path, rotate_bytes: int, metrics: PipelineMetrics,
+                 max_open: int = 32) -> None:
         self.root, self.rotate_bytes, self._metrics = root, rotate_bytes, metrics
-        self._files: dict[str, RotatingLines] = {}
+        self.max_open = max_open
+        self._files: OrderedDict[str, RotatingLines] = OrderedDict()
         self._lock = threading.Lock()
 
     def publish(self, event: dict[str, Any]) -> None:
         stream = event["stream"]
         with self._lock:
-            file = self._files.get(stream)
+            file = self._files.pop(stream, None)
             if file is None:
-                file = self._files[stream] = RotatingLines(self.root / stream,
-                                                           self.rotate_bytes, "events")
+                file = RotatingLines(self.root / stream, self.rotate_bytes, "events")
+            self._files[stream] = file  # the most recently written last
+            while len(self._files) > self.max_open:
+                self._files.popitem(last=False)[1].close()
             file.write_line(event_line(event))
         self._metrics.count_event(self.name, "sent")
 
     def publish_state(self, stream: str, state: dict[str, Any]) -> None:
         """The counts are in each result line and the API."""
 
-    def close_stream(self, stream: str) -> None:
+    @property
+    def open_files(self) -> int:
         with self._lock:
-            file = self._files.pop(stream, None)
-        if file is not None:
-            file.close()
+            return len(self._files)
 
     def close(self) -> None:
         with self._lock:
-            files, self._files = list(self._files.values()), {}
+            files, self._files = list(self._files.values()), OrderedDict()
         for file in files:
             file.close()
 

@@ -89,10 +89,11 @@ class MediaStore:
         """The file of ``kind`` (clip, snapshot, clean) of event ``event_id``, if kept."""
         if not EVENT_ID.match(event_id) or kind not in KINDS or not self.root.is_dir():
             return None
-        for stream in os.scandir(self.root):
-            candidate = Path(stream.path) / f"{event_id}{KINDS[kind]}"
-            if stream.is_dir() and candidate.is_file():
-                return candidate
+        with os.scandir(self.root) as streams:
+            for stream in streams:
+                candidate = Path(stream.path) / f"{event_id}{KINDS[kind]}"
+                if stream.is_dir() and candidate.is_file():
+                    return candidate
         return None
 
     def prune(self, now: float | None = None) -> int:
@@ -100,9 +101,11 @@ class MediaStore:
         the number removed."""
         now = time.time() if now is None else now
         files = []
-        for stream in (os.scandir(self.root) if self.root.is_dir() else ()):
-            if stream.is_dir():
-                for entry in os.scandir(stream.path):
+        folders = [Path(p) for p in self.root.iterdir() if p.is_dir()] \
+            if self.root.is_dir() else []
+        for folder in folders:
+            with os.scandir(folder) as entries:
+                for entry in entries:
                     if entry.is_file() and not entry.name.startswith("."):
                         info = entry.stat()
                         files.append((info.st_mtime, info.st_size, Path(entry.path)))

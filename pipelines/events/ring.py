@@ -4,9 +4,13 @@ re-encoding; RecordingSource: a source that keeps its packets in one as they are
 The decode thread appends (a copy of each packet's bytes, a memcpy); the clip writer reads.
 What a clip needs to be muxed is kept beside the packets: a *template* of the video stream
 (codec, size, extradata) copied into a muxer that is never written, so it outlives the
-source's container. A new connection (an RTSP reconnect) or a pts that goes back (a file
-played in a loop) starts a new segment: the packets before it are dropped, since one clip
-cannot hold both.
+source's container. A new connection (an RTSP reconnect) starts a new segment: the packets
+before it are dropped, since one clip cannot hold both codecs' packets.
+
+The ring's times never go back, as the stream's timeline in the analytics does
+(``Timeline``): a file played in a loop restarts its pts, and the ring shifts the later
+packets' pts and dts to follow on from the last ones, so an object seen across the loop
+gets one clip with steadily rising timestamps.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from typing import Any
 
 import av
 
+# pts that go back by more than this are a restart (a looped file), not B-frame reordering
+LOOPED_S = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class StoredPacket:
@@ -30,7 +37,7 @@ class StoredPacket:
     duration: int
     keyframe: bool
     time_base: Fraction
-    at: float  # pts in seconds
+    at: float  # pts in seconds, on the ring's clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,8 @@ class PacketRing:
         self._holder: Any = None  # the never-written muxer that owns the template
         self._lock = threading.Condition()
         self.closed = False
+        self._offset_s = 0.0  # stream pts -> the ring's clock
+        self._latest: float | None = None  # the latest time on the ring's clock
         self.appended = 0  # packets, and bytes, since the ring was made
         self.appended_bytes = 0
 
@@ -77,15 +86,20 @@ class PacketRing:
     def append(self, packet: av.Packet) -> None:
         if packet.size == 0 or packet.pts is None or packet.time_base is None:
             return  # a flush or a packet without a time: nothing a clip could place
-        at = float(packet.pts * packet.time_base)
-        stored = StoredPacket(bytes(packet), packet.pts, packet.dts, packet.duration or 0,
-                              bool(packet.is_keyframe), packet.time_base, at)
+        tb = packet.time_base
+        raw = float(packet.pts * tb)
         with self._lock:
             if self._template is None:
                 return
-            if self._packets and at < self._packets[-1].at - self.seconds:
-                self._packets.clear()  # the pts went back: a looped file starts again
-                self._bytes = 0
+            if self._latest is not None and raw + self._offset_s < self._latest - LOOPED_S:
+                step = float(packet.duration * tb) if packet.duration else 1 / 30
+                self._offset_s = self._latest + step - raw  # the pts went back: a loop
+            shift = round(self._offset_s / tb)
+            at = float((packet.pts + shift) * tb)
+            dts = None if packet.dts is None else packet.dts + shift
+            stored = StoredPacket(bytes(packet), packet.pts + shift, dts, packet.duration or 0,
+                                  bool(packet.is_keyframe), tb, at)
+            self._latest = at if self._latest is None else max(self._latest, at)
             self._packets.append(stored)
             self._bytes += len(stored.data)
             self.appended += 1
@@ -95,7 +109,7 @@ class PacketRing:
 
     def _trim(self) -> None:
         """Drop the oldest packets beyond the ring's seconds or bytes."""
-        newest = self._packets[-1].at
+        newest = self._latest or 0.0
         while len(self._packets) > 1 and (newest - self._packets[0].at > self.seconds
                                           or self._bytes > self.max_bytes):
             self._bytes -= len(self._packets.popleft().data)
@@ -107,16 +121,17 @@ class PacketRing:
 
     @property
     def newest(self) -> float | None:
+        """The latest time a packet shows (on the ring's clock)."""
         with self._lock:
-            return self._packets[-1].at if self._packets else None
+            return self._latest if self._packets else None
 
     def wait_until(self, at: float, timeout: float) -> bool:
         """Wait until a packet at or after ``at`` seconds is in, the ring closed, or
         ``timeout`` passed; whether the packet came."""
         with self._lock:
             self._lock.wait_for(lambda: self.closed or (
-                bool(self._packets) and self._packets[-1].at >= at), timeout)
-            return bool(self._packets) and self._packets[-1].at >= at
+                self._latest is not None and self._latest >= at), timeout)
+            return self._latest is not None and self._latest >= at
 
     def cut(self, start: float, end: float) -> ClipPackets | None:
         """The packets from the last key frame at or before ``start`` (or the oldest one

@@ -53,6 +53,7 @@ class EventOutput(Protocol):
 class MediaJob:
     event: dict[str, Any]
     stream: str
+    spec: ModelSpec  # the labels a snapshot's box is drawn with
     best: BestPicture | None
     class_id: int
     clip: tuple[float, float] | None  # (start, end) pts seconds
@@ -65,7 +66,6 @@ class MediaWriter:
     """One thread that writes the objects' media and then publishes their ``end``."""
 
     store: MediaStore
-    spec: ModelSpec
     clips: ClipSettings | None
     uri: Callable[[str, str, str], str]  # (kind, event id, stream) -> what the event says
     written: dict[str, int] = field(default_factory=lambda: {"snapshot": 0, "clip": 0,
@@ -93,7 +93,7 @@ class MediaWriter:
     def _write(self, job: MediaJob) -> None:
         event, folder = job.event, self.store.folder(job.stream)
         if job.best is not None:
-            write_snapshots(folder, event["id"], job.best, job.class_id, self.spec)
+            write_snapshots(folder, event["id"], job.best, job.class_id, job.spec)
             event["snapshot"] = self.uri("snapshot", event["id"], job.stream)
             event["snapshot_clean"] = self.uri("clean", event["id"], job.stream)
             self.written["snapshot"] += 1
@@ -177,12 +177,12 @@ class EventSink(ClosingSink):
         obj = event.obj
         clip = None
         clips = self.settings.clips
-        if clips is not None and obj.first_pts is not None and obj.seen_pts is not None:
-            clip = (obj.first_pts - clips.pre_s, obj.seen_pts + clips.post_s)
+        if clips is not None:  # the stream's timeline is the packet ring's clock
+            clip = (obj.first_at - clips.pre_s, obj.seen_at + clips.post_s)
         best = obj.best if self.settings.snapshots else None
         obj.best = None
-        self.media.submit(MediaJob(record, sid, best, obj.class_id, clip, self.rings.get(sid),
-                                   self._publish))
+        self.media.submit(MediaJob(record, sid, self.spec, best, obj.class_id, clip,
+                                   self.rings.get(sid), self._publish))
 
     def _publish(self, event: dict[str, Any]) -> None:
         self.published += 1

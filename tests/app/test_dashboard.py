@@ -79,9 +79,11 @@ def _all_stages_measured(base: str, token: str | None = None) -> bool:
 
 
 @contextmanager
-def _serving(small_clip: Path, tmp_path: Path, token: str | None = None):
+def _serving(small_clip: Path, tmp_path: Path, token: str | None = None,
+             stream: dict | None = None, **settings):
     """`vidpipe serve` on a free port with one file stream ("cam"), once every stage has
-    measured; ``token``: the service's VIDPIPE_API_TOKEN."""
+    measured; ``token``: the service's VIDPIPE_API_TOKEN; ``stream``: more keys of the
+    stream; ``settings``: more keys of the config."""
     media = tmp_path / "media"
     media.mkdir()
     clip = media / "cam.mp4"
@@ -91,7 +93,7 @@ def _serving(small_clip: Path, tmp_path: Path, token: str | None = None):
     config.write_text(yaml.safe_dump({
         "host": "127.0.0.1", "port": port, "media_roots": [str(media)],
         "results_dir": str(tmp_path / "results"),
-        "streams": [{"url": str(clip), "id": "cam"}],
+        "streams": [{"url": str(clip), "id": "cam", **(stream or {})}], **settings,
     }))
     # The developer's own VIDPIPE_* settings (a token, a port) must not change the test.
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIDPIPE_")}
@@ -254,6 +256,43 @@ def test_with_a_token_the_dashboard_asks_for_it_once_and_then_shows_everything(
                 "data-loaded", "true", timeout=10_000)
             assert page.evaluate("sessionStorage.getItem('vidpipe.apiToken')") == "s3cret-t0ken"
             assert page.evaluate("localStorage.getItem('vidpipe.apiToken')") is None
+            assert errors == [], errors
+        finally:
+            context.close()
+
+
+def test_dashboard_lists_events_with_their_snapshots_and_plays_a_clip(browser, tmp_path):
+    """Issue 19: recent events as they happen, an ended object with its best snapshot, and
+    its clip played in the page (fetched with the token, as every medium is)."""
+    from playwright.sync_api import expect
+
+    from models.tracking_data import make_tracking_clip
+
+    lanes = make_tracking_clip(tmp_path / "lanes.mp4", clip=4, frames=90, size=(320, 192))
+    stream = {"track": "bytetrack", "lines": [{"name": "middle", "points": [160, 0, 160, 192]}]}
+    events = {"media_dir": str(tmp_path / "events"), "clips": {"pre_s": 0.5, "post_s": 0.5}}
+    with _serving(lanes, tmp_path, token="ev3nts", stream=stream, model="shapes-yolo",
+                  events=events) as (base, _):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            page.add_init_script("sessionStorage.setItem('vidpipe.apiToken', 'ev3nts')")
+            page.goto(f"{base}/")
+            ended = page.locator('#events li[data-type="end"]').first
+            expect(ended).to_be_visible(timeout=60_000)
+            expect(ended.locator("img")).to_have_attribute("data-loaded", "true",
+                                                           timeout=10_000)
+            expect(page.locator('#events li[data-type="line_cross"]').first).to_contain_text(
+                re.compile(r"line middle (in|out)"), timeout=30_000)
+            ended.locator("button.clip").click()
+            video = ended.locator("video")
+            expect(video).to_be_visible(timeout=10_000)
+            page.wait_for_function("v => v.readyState >= 1 && v.duration > 0",
+                                   arg=video.element_handle(), timeout=10_000)
+            SCREENSHOT.parent.mkdir(exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT.with_name("dashboard-events.png")))
             assert errors == [], errors
         finally:
             context.close()

@@ -76,3 +76,26 @@ def test_the_marker_appears_in_no_answer_feed_metric_or_log(tmp_path, small_clip
     leaks = [text[max(0, text.find(MARK) - 120):text.find(MARK) + 40]
              for text in seen if MARK in text]
     assert not leaks, leaks
+
+
+def test_event_sinks_secrets_appear_in_no_answer_metric_or_log(tmp_path, caplog,
+                                                               monkeypatch):
+    """Issue 19: an MQTT broker's password and a webhook URL's token (and the webhook
+    secret) reach neither the API, /metrics nor the log, while the sinks fail to connect."""
+    from app.events.config import EventsConfig
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("VIDPIPE_WEBHOOK_SECRET", f"secret-{MARK}")
+    events = EventsConfig(mqtt=f"mqtt://admin:{MARK}@127.0.0.1:9/vidpipe",
+                          webhooks=[f"http://127.0.0.1:9/hook?token={MARK}"],
+                          media_dir=tmp_path / "events")
+    config = ServiceConfig(results_dir=tmp_path / "results", events=events)
+    seen: list[str] = []
+    with TestClient(create_app(config), base_url=LOCAL) as client:
+        time.sleep(1.5)  # the MQTT client tries to connect, and fails
+        for path in ("/api/streams", "/api/stats", "/metrics", "/api/events/recent",
+                     "/openapi.json"):
+            seen.append(client.get(path).text)
+    text = "\n".join(seen + [r.getMessage() for r in caplog.records])
+    assert "events to mqtt: mqtt://***@127.0.0.1:9/vidpipe" in text
+    assert MARK not in text

@@ -139,7 +139,7 @@ def test_a_clip_starts_on_the_last_key_frame_before_it_and_copies_the_packets(go
     assert not list(tmp_path.glob(".*partial"))
 
 
-def test_the_ring_keeps_its_seconds_and_bytes_and_starts_over_when_pts_go_back(gop_clip):
+def test_the_ring_keeps_its_seconds_and_bytes(gop_clip):
     ring = PacketRing(seconds=1.5, max_bytes=10 ** 8)
     fill(ring, gop_clip)
     assert ring.newest == pytest.approx(3.96)
@@ -148,9 +148,24 @@ def test_the_ring_keeps_its_seconds_and_bytes_and_starts_over_when_pts_go_back(g
     small = PacketRing(seconds=60, max_bytes=2000)
     fill(small, gop_clip)
     assert small.size_bytes <= 2000 + max(len(p.data) for p in small.cut(0, 9).packets)
-    fill(ring, gop_clip)  # a looped file: pts start again
-    assert ring.newest == pytest.approx(3.96)
-    assert ring.cut(0.0, 0.5) is None  # the first loop's packets are gone with it
+
+
+
+def test_a_looped_file_keeps_the_ring_s_clock_rising_and_a_clip_across_the_loop_plays(
+        gop_clip, tmp_path):
+    ring = PacketRing(seconds=60, max_bytes=10 ** 8)
+    fill(ring, gop_clip)
+    with av.open(str(gop_clip)) as container:  # played again: its pts start at 0 again
+        for packet in container.demux(container.streams.video[0]):
+            ring.append(packet)
+    assert ring.newest == pytest.approx(7.96, abs=0.05)
+    cut = ring.cut(3.0, 5.0)
+    assert cut is not None and [p.at for p in cut.packets] == sorted(p.at for p in cut.packets)
+    write_clip(tmp_path / "across.mp4", cut)
+    with av.open(str(tmp_path / "across.mp4")) as container:
+        times = [float(f.pts * f.time_base) for f in container.decode(video=0)]
+    assert len(times) == len(cut.packets) and times == sorted(times)
+    assert times[-1] - times[0] == pytest.approx(2.0, abs=0.1)
 
 
 def test_media_are_pruned_by_age_then_by_size(tmp_path):
