@@ -15,6 +15,7 @@ import logging
 import queue
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 # how long, beyond its post-roll, an object's end waits for its clip's last packets
 CLIP_GRACE_S = 10.0
+# the media folder is pruned at most this often (it stats every file kept)
+PRUNE_EVERY_S = 10.0
 
 
 class EventOutput(Protocol):
@@ -76,6 +79,7 @@ class MediaWriter:
         self._thread = threading.Thread(target=self._run, name="event-media", daemon=True)
         self._thread.start()
         self._closed = False
+        self._pruned_at = float("-inf")
 
     def submit(self, job: MediaJob) -> None:
         self._jobs.put(job)
@@ -106,7 +110,9 @@ class MediaWriter:
                 event["clip_start_pts"] = round(cut.start, 6)
                 event["clip"] = self.uri("clip", event["id"], job.stream)
                 self.written["clip"] += 1
-        self.store.prune()
+        if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
+            self._pruned_at = time.monotonic()
+            self.store.prune()
 
     def close(self) -> None:
         """Write what was submitted, then stop."""
@@ -115,6 +121,7 @@ class MediaWriter:
         self._closed = True
         self._jobs.put(None)
         self._thread.join()
+        self.store.prune()
 
 
 class StreamEvents:
