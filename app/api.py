@@ -18,8 +18,8 @@ import asyncio
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,39 +29,52 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Match, Route
 
 from app import __version__
 from app.config import AnalyticsUpdate, ServiceConfig, StreamConfig, answered_hosts
+from app.face import Engine, LocalEngine, ResultFeed
 from app.limits import BodyLimit
 from app.service import Service, StreamExists, StreamLimit, TrackerFixed
 from app.service_events import RECENT
-from app.stats import stats
 from app.streams import SourceRejected
 from pipelines.errors import VidpipeError
 from pipelines.events.media import EVENT_ID
 from pipelines.metrics import PipelineMetrics
-from pipelines.sinks.broadcast import ResultBroadcast
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard"
 KEEPALIVE_S = 15.0  # a comment on a quiet results feed, so proxies keep it open
 
 
 def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None) -> FastAPI:
-    service = Service(config, PipelineMetrics(registry or CollectorRegistry()))
+    """The API over the service of this process, or, with ``workers`` or ``ray_address``
+    set, over streams spread across Ray workers (``app/cluster``)."""
+    engine: Engine
+    if config.workers or config.ray_address:
+        from app.cluster.controller import Cluster
+
+        engine = Cluster(config, registry or CollectorRegistry())
+    else:
+        service = Service(config, PipelineMetrics(registry or CollectorRegistry()))
+        engine = LocalEngine(service)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with service:  # the streams of the config start, and drain at the end
+        await engine.start()  # the streams of the config start, and drain at the end
+        try:
             yield
+        finally:
+            await engine.aclose()
 
     app = FastAPI(title="vidpipe", version=__version__, lifespan=lifespan,
                   description="Streams, per-stage latency and detections of a vidpipe service.")
-    app.state.service = service
-    _routes(app, service, _token_check(config.api_token))
+    app.state.engine = engine
+    if isinstance(engine, LocalEngine):
+        app.state.service = engine.service
+    _routes(app, engine, _token_check(config.api_token))
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     if DASHBOARD.is_dir():
@@ -148,33 +161,33 @@ class Mp4Response(Response):
 EventId = Annotated[str, FastApiPath(pattern=EVENT_ID.pattern)]
 
 
-def _routes(app: FastAPI, service: Service, auth: Any) -> None:
+def _routes(app: FastAPI, engine: Engine, auth: Any) -> None:
     @app.post("/api/streams", status_code=201, dependencies=[auth],
               responses=_errors(400, 401, 409, 413, 429))
     async def add_stream(body: StreamConfig) -> dict[str, Any]:
         try:
-            rt = await service.add_stream(body)
+            return await engine.add(body)
         except StreamLimit as e:
             raise HTTPException(429, str(e)) from e
         except StreamExists as e:
             raise HTTPException(409, str(e)) from e
         except (SourceRejected, VidpipeError) as e:
             raise HTTPException(400, str(e)) from e
-        return rt.public()
 
     @app.get("/api/streams", dependencies=[auth], responses=_errors(401))
     async def list_streams() -> list[dict[str, Any]]:
-        return [rt.public() for rt in service.streams.values()]
+        return [engine.public(sid) for sid in engine.stream_ids()]
 
     @app.get("/api/streams/{stream_id}", dependencies=[auth], responses=_errors(401, 404))
     async def get_stream(stream_id: str) -> dict[str, Any]:
-        return _stream(service, stream_id).public()
+        with _known(stream_id):
+            return engine.public(stream_id)
 
     @app.delete("/api/streams/{stream_id}", status_code=204, dependencies=[auth],
                 responses=_errors(401, 404))
     async def delete_stream(stream_id: str) -> Response:
-        _stream(service, stream_id)
-        await service.remove_stream(stream_id)
+        with _known(stream_id):
+            await engine.remove(stream_id)
         return Response(status_code=204)
 
     @app.put("/api/streams/{stream_id}/analytics", dependencies=[auth],
@@ -182,20 +195,19 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
     async def set_analytics(stream_id: str, body: AnalyticsUpdate) -> dict[str, Any]:
         """Replace the stream's lines and zones (source pixels); one kept unchanged keeps
         its counts. A stream without a tracker gets one (bytetrack unless ``track``)."""
-        _stream(service, stream_id)
-        try:
-            rt = service.set_analytics(stream_id, body)
-        except TrackerFixed as e:
-            raise HTTPException(409, str(e)) from e
-        except (VidpipeError, ValueError) as e:
-            raise HTTPException(400, str(e)) from e
-        return rt.public()
+        with _known(stream_id):
+            try:
+                return await engine.set_analytics(stream_id, body)
+            except TrackerFixed as e:
+                raise HTTPException(409, str(e)) from e
+            except (VidpipeError, ValueError) as e:
+                raise HTTPException(400, str(e)) from e
 
     @app.get("/api/streams/{stream_id}/snapshot.jpg", dependencies=[auth],
              response_class=JpegResponse, responses=_errors(401, 404))
     async def snapshot(stream_id: str) -> Response:
-        snapshot = _stream(service, stream_id).outputs.snapshot
-        jpeg = await asyncio.to_thread(lambda: snapshot.jpeg)  # drawn and encoded when read
+        with _known(stream_id):
+            jpeg = await engine.snapshot(stream_id)
         if jpeg is None:
             raise HTTPException(404, f"stream {stream_id!r} has no frame yet")
         return JpegResponse(jpeg, headers={"Cache-Control": "no-store"})
@@ -208,12 +220,19 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
         """Server-sent events: ``result`` per processed frame (``vidpipe run``'s line
         format); ``lost`` before one when this reader fell behind and lost that many;
         ``end`` when the stream has ended."""
-        live = _stream(service, stream_id).outputs.live
-        return EventStream(_results(live, request), headers={"Cache-Control": "no-store"})
+        with _known(stream_id):
+            feed = await engine.results(stream_id)
+        return EventStream(_results(feed, request), headers={"Cache-Control": "no-store"})
 
     @app.get("/api/stats", dependencies=[auth], responses=_errors(401))
     async def get_stats(window_s: float = 60.0) -> dict[str, Any]:
-        return stats(service, window_s)
+        return await engine.stats(window_s)
+
+    @app.get("/api/workers", dependencies=[auth], responses=_errors(401))
+    async def list_workers() -> list[dict[str, Any]]:
+        """The processes that run the streams: ``id``, ``pid``, ``node``, ``streams``,
+        ``fps``, ``alive`` (one, ``local``, without Ray)."""
+        return await engine.workers()
 
     @app.get("/api/events", dependencies=[auth], response_class=EventStream,
              responses=_errors(401) | _event_feed(
@@ -221,32 +240,31 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
                  "each event of a tracked stream (vidpipe.event/1)",
                  "stats", "stream", "removed", "event"))
     async def events(request: Request) -> StreamingResponse:
-        return EventStream(_events(service, request), headers={"Cache-Control": "no-store"})
+        return EventStream(_events(engine, request), headers={"Cache-Control": "no-store"})
 
     @app.get("/api/events/recent", dependencies=[auth], responses=_errors(401))
     async def recent_events(limit: Annotated[int, Query(ge=1, le=RECENT)] = 50,
                             stream: str | None = None) -> dict[str, Any]:
         """The latest events (``vidpipe.event/1``), newest first, of every stream or of
         ``stream``; ``/api/events`` sends each as it happens."""
-        assert service.events is not None
-        return {"events": service.events.recent.latest(limit, stream)}
+        return {"events": await engine.recent_events(limit, stream)}
 
     @app.get("/api/events/{event_id}/snapshot.jpg", dependencies=[auth],
              response_class=JpegResponse, responses=_errors(401, 404))
     async def event_snapshot(event_id: EventId, clean: bool = False) -> Response:
         """An ``end`` event's object at its best: with its box drawn, or ``clean``."""
-        return _media(service, event_id, "clean" if clean else "snapshot", "image/jpeg")
+        return await _media(engine, event_id, "clean" if clean else "snapshot", "image/jpeg")
 
     @app.get("/api/events/{event_id}/clip.mp4", dependencies=[auth],
              response_class=Mp4Response, responses=_errors(401, 404))
     async def event_clip(event_id: EventId) -> Response:
         """An ``end`` event's clip (MP4, the stream's packets copied)."""
-        return _media(service, event_id, "clip", "video/mp4")
+        return await _media(engine, event_id, "clip", "video/mp4")
 
     @app.get("/metrics", dependencies=[auth], response_class=MetricsText,
              responses=_errors(401))
     async def metrics() -> Response:
-        return MetricsText(generate_latest(service.metrics.registry))
+        return MetricsText(await engine.metrics_text())
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -254,36 +272,40 @@ def _routes(app: FastAPI, service: Service, auth: Any) -> None:
 
     @app.get("/readyz", responses=_errors(503))
     async def readyz() -> JSONResponse:
-        ready = service.ready
+        ready = engine.ready
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
 
 
-def _media(service: Service, event_id: str, kind: str, media_type: str) -> Response:
-    assert service.events is not None
-    path = service.events.store.find(event_id, kind)
-    if path is None:
+async def _media(engine: Engine, event_id: str, kind: str, media_type: str) -> Response:
+    found = await engine.event_media(event_id, kind)
+    if found is None:
         raise HTTPException(404, f"event {event_id} has no {kind} (none kept, or removed "
                                  "past the retention)")
-    return FileResponse(path, media_type=media_type, headers={"Cache-Control": "private"})
+    headers = {"Cache-Control": "private"}
+    if isinstance(found, bytes):
+        return Response(found, media_type=media_type, headers=headers)
+    return FileResponse(found, media_type=media_type, headers=headers)
 
 
-def _stream(service: Service, stream_id: str) -> Any:
-    rt = service.streams.get(stream_id)
-    if rt is None:
-        raise HTTPException(404, f"no stream {stream_id!r}")
-    return rt
+@contextmanager
+def _known(stream_id: str) -> Iterator[None]:
+    """A KeyError for the stream inside is a 404."""
+    try:
+        yield
+    except KeyError:
+        raise HTTPException(404, f"no stream {stream_id!r}") from None
 
 
-async def _events(service: Service, request: Request) -> AsyncIterator[str]:
+async def _events(engine: Engine, request: Request) -> AsyncIterator[str]:
     """Server-sent events: ``stats`` every second, ``stream``/``removed`` on state changes,
     ``event`` for each event of a tracked stream."""
-    queue = service.subscribe()
+    queue = engine.subscribe()
     next_stats = time.monotonic()
     try:
         while not await request.is_disconnected():
             timeout = next_stats - time.monotonic()
             if timeout <= 0:
-                yield _sse("stats", stats(service))
+                yield _sse("stats", await engine.stats(60.0))
                 next_stats = time.monotonic() + 1.0
                 continue
             try:
@@ -292,15 +314,14 @@ async def _events(service: Service, request: Request) -> AsyncIterator[str]:
                 continue
             yield _sse(event["type"], event)
     finally:
-        service.unsubscribe(queue)
+        engine.unsubscribe(queue)
 
 
-async def _results(live: ResultBroadcast, request: Request) -> AsyncIterator[str]:
-    subscription = live.subscribe()
+async def _results(feed: ResultFeed, request: Request) -> AsyncIterator[str]:
     quiet_since = time.monotonic()
     try:
         while True:
-            item = await subscription.next(timeout_s=1.0)
+            item = await feed.next(timeout_s=1.0)
             if item is None:
                 yield "event: end\ndata: {}\n\n"
                 return
@@ -317,7 +338,7 @@ async def _results(live: ResultBroadcast, request: Request) -> AsyncIterator[str
                 yield _sse("lost", {"lost": lost})
             yield f"event: result\ndata: {line}\n\n"
     finally:
-        live.unsubscribe(subscription)
+        await feed.close()
 
 
 def _sse(kind: str, data: Any) -> str:

@@ -103,6 +103,13 @@ class ServiceConfig(PipelineSettings):
     # where the tracked streams' events go (each stream's events.jsonl always; MQTT and
     # webhooks where set), the objects' snapshots and clips
     events: EventsConfig = Field(default_factory=EventsConfig)
+    # scale-out on Ray (pip install vidpipe[ray]): ``workers`` processes on this machine, or
+    # the workers of the cluster at ``ray_address`` (one per GPU, else per
+    # ``cores_per_worker`` CPUs); neither: this process runs every stream
+    workers: int | None = Field(default=None, ge=1, le=256)
+    ray_address: str | None = None
+    cores_per_worker: int = Field(default=2, ge=1)
+    heartbeat_s: float = Field(default=1.0, gt=0)  # a worker missing 3 in a row is hung
     api_token: str | None = Field(default=None, exclude=True, repr=False)
 
 

@@ -202,7 +202,7 @@ def test_the_event_feeds_declare_their_events(media_root):
     reads their events' names and JSON data from the document."""
     with client_for(media_root) as client:
         paths = client.get("/openapi.json").json()["paths"]
-    for path, kinds in (("/api/events", ["stats", "stream", "removed"]),
+    for path, kinds in (("/api/events", ["stats", "stream", "removed", "event"]),
                         ("/api/streams/{stream_id}/results", ["result", "lost", "end"])):
         event = paths[path]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
         assert event["properties"]["event"]["enum"] == kinds
