@@ -41,7 +41,7 @@ from app.limits import BodyLimit
 from app.service import Service, StreamExists, StreamLimit, TrackerFixed
 from app.service_events import RECENT
 from app.streams import SourceRejected
-from pipelines.errors import VidpipeError
+from pipelines.errors import ConfigError, VidpipeError
 from pipelines.events.media import EVENT_ID
 from pipelines.metrics import PipelineMetrics
 
@@ -233,6 +233,18 @@ def _routes(app: FastAPI, engine: Engine, auth: Any) -> None:
         """The processes that run the streams: ``id``, ``pid``, ``node``, ``streams``,
         ``fps``, ``alive`` (one, ``local``, without Ray)."""
         return await engine.workers()
+
+    @app.post("/api/workers", status_code=201, dependencies=[auth],
+              responses=_errors(400, 401, 503))
+    async def add_worker() -> dict[str, Any]:
+        """One more worker on this machine (a service started with ``--workers``); it
+        takes its share of the streams (floor(streams / workers)) from the busiest."""
+        try:
+            return await engine.add_worker()
+        except ConfigError as e:
+            raise HTTPException(400, str(e)) from e
+        except RuntimeError as e:  # the cluster could not start one
+            raise HTTPException(503, str(e)) from e
 
     @app.get("/api/events", dependencies=[auth], response_class=EventStream,
              responses=_errors(401) | _event_feed(

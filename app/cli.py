@@ -288,6 +288,10 @@ def bench(
     detect_every: Annotated[str, typer.Option(
         "--detect-every", help="With --tracking: the detection intervals to compare.")]
     = "1,2,3",
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="With --service: the same streams in one process and on "
+        "this many Ray workers, alternating --reps times: fps and the memory of the whole "
+        "process tree.")] = None,
     events: Annotated[bool, typer.Option(
         "--events", help="Instead: what events cost: the packet ring per stream (CPU per "
         "packet, memory at 60 s, a 10 s clip's remux) and the tracked pipeline with "
@@ -316,6 +320,10 @@ def bench(
 
             everys = sorted({1, *(int(v) for v in detect_every.split(",") if v.strip())})
             bench_tracking(console, everys, reps, out)
+        elif service is not None and workers is not None:
+            from app.bench.cli import bench_cluster
+
+            bench_cluster(console, service, workers, source, model, seconds, reps, out)
         elif service is not None:
             bench_service(console, service, source, model, seconds, out, against)
         elif against is not None:
@@ -353,6 +361,14 @@ def serve(
     host: Annotated[str | None, typer.Option("--host", help="Address to listen on "
                                              "(default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option("--port", help="Port (default 8080).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, max=256, help="Run the streams on N worker processes of a local "
+        "Ray cluster (pip install 'vidpipe[ray]'); a worker that dies has its streams moved "
+        "to the others, and is replaced.")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", metavar="ADDR", help="Join the Ray cluster at ADDR (ray start "
+        "--head ...) and run the streams on its machines: one worker per GPU, or per "
+        "cores_per_worker CPUs.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
     = "info",
 ) -> None:
@@ -365,7 +381,9 @@ def serve(
     _configure_logging(log_level)
     try:
         cfg = load_config(config)
-        cfg = cfg.model_copy(update={k: v for k, v in (("host", host), ("port", port))
+        cfg = cfg.model_copy(update={k: v for k, v in (("host", host), ("port", port),
+                                                       ("workers", workers),
+                                                       ("ray_address", ray_address))
                                      if v is not None})
     except VidpipeError as e:
         _fail(str(e))

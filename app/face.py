@@ -21,6 +21,7 @@ from prometheus_client import generate_latest
 from app.config import AnalyticsUpdate, StreamConfig
 from app.service import Service
 from app.stats import stats
+from pipelines.errors import ConfigError
 
 
 class ResultFeed(Protocol):
@@ -63,6 +64,8 @@ class Engine(Protocol):
 
     async def workers(self) -> list[dict[str, Any]]: ...
 
+    async def add_worker(self) -> dict[str, Any]: ...
+
     def subscribe(self) -> asyncio.Queue[dict[str, Any]]: ...
 
     def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None: ...
@@ -100,7 +103,7 @@ class LocalEngine:
         return list(self.service.streams)
 
     def public(self, stream_id: str) -> dict[str, Any]:
-        return self.service.streams[stream_id].public()
+        return self.service.streams[stream_id].public() | {"worker": "local"}
 
     async def add(self, cfg: StreamConfig) -> dict[str, Any]:
         return (await self.service.add_stream(cfg)).public()
@@ -142,6 +145,10 @@ class LocalEngine:
         return [{"id": "local", "pid": os.getpid(), "node": socket.gethostname(),
                  "streams": sorted(self.service.streams), "alive": True,
                  "fps": round(sum(s["fps"] for s in figures["streams"]), 2)}]
+
+    async def add_worker(self) -> dict[str, Any]:
+        raise ConfigError("this service runs in one process: start it with --workers N "
+                          "(or --ray-address) to add workers")
 
     def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
         return self.service.subscribe()

@@ -19,6 +19,7 @@ from typing import Any
 
 from app.config import AnalyticsUpdate, ServiceConfig, StreamConfig, analytics_config
 from app.events.outputs import check_webhooks
+from app.feed import FeedReaders
 from app.results import StreamOutputs
 from app.service_events import ServiceEvents
 from app.streams import (
@@ -59,7 +60,7 @@ class Service:
         self.config = config
         self.metrics = metrics
         self.streams: dict[str, StreamRuntime] = {}
-        self._subscribers: set[asyncio.Queue[dict[str, Any]]] = set()
+        self.readers = FeedReaders()  # the API's event feed
         self._ids = itertools.count(1)
         self.ready = False
         self.detectors: dict[tuple[str, str], SharedDetector] = {}  # (model file, device)
@@ -299,11 +300,15 @@ class Service:
                  len(update.zones))
         return rt
 
-    async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> None:
+    async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> dict[str, Any]:
+        """Drain and remove the stream; its final frame counts (``received``,
+        ``outcomes``)."""
         rt = self.streams.pop(stream_id)
         await self._stop(rt, timeout_s)
         self._emit({"type": "removed", "stream": rt.public()})
         log.info("stream %s removed", stream_id)
+        return {"received": self.metrics.received[stream_id],
+                "outcomes": dict(self.metrics.outcomes[stream_id])}
 
     async def _stop(self, rt: StreamRuntime, timeout_s: float) -> None:
         if rt.pipeline is not None:
@@ -341,16 +346,11 @@ class Service:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=100)
-        self._subscribers.add(queue)
-        return queue
+    def subscribe(self, maxsize: int = 100) -> asyncio.Queue[dict[str, Any]]:
+        return self.readers.subscribe(maxsize)
 
     def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        self._subscribers.discard(queue)
+        self.readers.unsubscribe(queue)
 
     def _emit(self, event: dict[str, Any]) -> None:
-        for queue in self._subscribers:
-            if queue.full():
-                queue.get_nowait()  # a slow reader loses the oldest event, not the service
-            queue.put_nowait(event)
+        self.readers.emit(event)

@@ -120,6 +120,42 @@ def bench_service(console: Console, counts: str, source: Path | None, model: str
     return rows
 
 
+def bench_cluster(console: Console, counts: str, workers: int, source: Path | None,
+                  model: str | None, seconds: float, reps: int, out: Path,
+                  ) -> list[dict[str, Any]]:
+    """``vidpipe bench --service N --workers W``: one process against W Ray workers, same
+    streams, alternating (``app.bench.cluster``)."""
+    from rich.table import Table
+
+    from app.bench.cluster import compare
+
+    clip = source or camera_clip(console)
+    name = model or "ssdlite-person"
+    resolve_model(name)
+    rows = []
+    for streams in _ints(counts):
+        with console.status(f"{streams} streams of {clip.name}: one process against "
+                            f"{workers} workers, {reps} times each, {seconds:g} s each"):
+            rows += compare(streams, workers, name, clip, seconds, reps)
+    table = Table(title=f"One process against {workers} Ray workers (runs alternating)")
+    for column in ("streams", "kind", "fps total (runs)", "per stream min-max", "RSS MB (runs)"):
+        table.add_column(column, justify="right")
+    for streams in _ints(counts):
+        for kind in ("one process", f"{workers} workers"):
+            mine = [r for r in rows if r["streams"] == streams and r["kind"] == kind]
+            table.add_row(str(streams), kind,
+                          " ".join(f"{r['fps_total']:.1f}" for r in mine),
+                          " ".join(f"{r['fps_per_stream_min']:.1f}-"
+                                   f"{r['fps_per_stream_max']:.1f}" for r in mine),
+                          " ".join(f"{r['rss_mb']:.0f}" for r in mine))
+    console.print(table)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"machine": machine(), "clip": str(clip),
+                                                "cluster": rows}, indent=2))
+    console.print(f"wrote {out / 'bench.json'}")
+    return rows
+
+
 def bench_against(console: Console, against: str, source: Path | None, model: str | None,
                   reps: int, frames: int | None, out: Path) -> list[dict[str, Any]]:
     """``vidpipe bench --against REV``: the default pipeline of this code and of REV, side by

@@ -11,6 +11,8 @@ const QUEUE_FEEDS = { decoded: 'preprocess', prepared: 'infer', inferred: 'postp
   detected: 'analytics', results: 'sink' };
 const DROP_LABELS = { dropped_full: 'queue full', dropped_stale: 'too old',
   dropped_stopped: 'stopped', decode_error: 'decode error', model_error: 'model error' };
+// Shown only once counted: a service on Ray workers that lost one (docs/OPERATIONS.md).
+const RARE_DROP_LABELS = { dropped_failover: 'worker lost' };
 const POLL_MS = 1000;
 const SNAPSHOT_MS = 1000;
 const STALE_MS = 3500;
@@ -165,7 +167,8 @@ function renderDrops(stats, now) {
     const chip = el('span', `chip ${cause}${n ? '' : ' zero'}`);
     chip.dataset.testid = `drops-${cause}`;
     const pct = received && n ? ` (${((100 * n) / received).toFixed(1)}%)` : '';
-    chip.append(el('span', '', DROP_LABELS[cause] || cause), el('b', '', ` ${n}`), pct);
+    chip.append(el('span', '', DROP_LABELS[cause] || RARE_DROP_LABELS[cause] || cause),
+      el('b', '', ` ${n}`), pct);
     return chip;
   }), el('span', 'rate', rate > 0 ? `${rate.toFixed(1)}/s now` : 'none in the last second'));
   const batches = batchSummary(stats.batch_sizes);

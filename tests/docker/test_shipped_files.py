@@ -135,7 +135,7 @@ def test_compose_file_is_valid_and_requires_the_secrets():
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("the docker compose plugin is not installed")
     env = {**os.environ, "VIDPIPE_API_TOKEN": "t", "GRAFANA_ADMIN_PASSWORD": "p"}
-    for profile in ("cpu", "gpu"):
+    for profile in ("cpu", "gpu", "cluster"):
         done = subprocess.run([*compose, "--profile", profile, "config", "--quiet"], env=env,
                               capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
