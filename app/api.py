@@ -120,8 +120,9 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 _ERROR_WORDS = {
     400: "a source, camera host or model the service will not use", 401: "no or a wrong "
     "token (VIDPIPE_API_TOKEN is set)", 404: "no such stream (or no frame yet)",
-    409: "the id is in use", 413: "the body is over max_body_kb", 429: "the stream limit",
-    503: "not ready: starting or shutting down",
+    409: "the id is in use (or the service cannot do it as it runs)",
+    413: "the body is over max_body_kb", 429: "the stream limit",
+    503: "not ready: starting or shutting down (or no worker could start)",
 }
 _ERROR_BODY = {"type": "object", "properties": {"detail": {}}, "required": ["detail"]}
 
@@ -235,14 +236,14 @@ def _routes(app: FastAPI, engine: Engine, auth: Any) -> None:
         return await engine.workers()
 
     @app.post("/api/workers", status_code=201, dependencies=[auth],
-              responses=_errors(400, 401, 503))
+              responses=_errors(401, 409, 503))
     async def add_worker() -> dict[str, Any]:
         """One more worker on this machine (a service started with ``--workers``); it
         takes its share of the streams (floor(streams / workers)) from the busiest."""
         try:
             return await engine.add_worker()
-        except ConfigError as e:
-            raise HTTPException(400, str(e)) from e
+        except ConfigError as e:  # one process, or a cluster that adds its own
+            raise HTTPException(409, str(e)) from e
         except RuntimeError as e:  # the cluster could not start one
             raise HTTPException(503, str(e)) from e
 

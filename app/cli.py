@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import sys
@@ -387,6 +388,9 @@ def serve(
                                      if v is not None})
     except VidpipeError as e:
         _fail(str(e))
+    if (cfg.workers or cfg.ray_address) and importlib.util.find_spec("ray") is None:
+        _fail("--workers and --ray-address run the streams on Ray, which is not installed: "
+              "pip install 'vidpipe[ray]'")
     import uvicorn
 
     from app.api import create_app
