@@ -47,7 +47,8 @@ def build_engine(
             result = ensure_engine(model_path, precision, batch, cache)
     except (DeviceUnavailable, ModelError) as e:
         fail(str(e))
-    console.print(f"{'built' if result.built else 'reused'} {result.path} ({result.reason})")
+    console.print(f"{'built' if result.built else 'reused'} {result.path} ({result.reason}); "
+                  f"it runs in {result.precision}")
     if beside:
         target = model_path.with_name(model_path.name[:-len(".onnx")] + ".engine")
         shutil.copyfile(result.path, target)

@@ -31,6 +31,7 @@ from pipelines.analytics.stage import AnalyticsStage
 from pipelines.build import build_pipeline, check_device
 from pipelines.errors import ConfigError
 from pipelines.events.ring import RecordingSource
+from pipelines.gpu_metrics import GpuSampler, gpu_sampler_for
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
@@ -146,6 +147,9 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
             info = {sid: (s.fps, s.frame_count) for sid, s in sources.items()}
             if metrics_port is not None:
                 stack.callback(_serve_metrics(registry, metrics_port).shutdown)
+            gpu = gpu_sampler_for(options.device, registry)
+            if gpu is not None:
+                stack.enter_context(gpu)
             sinks.extend(_open_sinks(out, spec, ids, info, annotate))
             if options.analytics is not None and options.analytics.active:
                 run_events = _open_events(out, spec, events or EventsConfig(snapshots=False),
@@ -158,10 +162,11 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
                                       open_source=lambda _, sid: sources[sid])
             counts = [count for _, count in info.values()]
             total = None if None in counts else sum(c for c in counts if c is not None)
-            stopped_by = asyncio.run(_run(pipeline, _progress(metrics, total, on_progress)))
+            stopped_by = asyncio.run(_run(pipeline, _progress(metrics, total, on_progress),
+                                          gpu))
             unfinished = [] if stopped_by is None else _unfinished(metrics, info)
             outputs = _commit(sinks, out, metrics, pipeline, ids, stopped_by, unfinished,
-                              run_events)
+                              run_events, gpu)
             committed = True
             return metrics, pipeline, outputs
         finally:
@@ -215,7 +220,8 @@ def _progress(metrics: PipelineMetrics, total: int | None,
     return report
 
 
-async def _run(pipeline: Pipeline, tick: Callable[[], None] | None) -> str | None:
+async def _run(pipeline: Pipeline, tick: Callable[[], None] | None,
+               gpu: GpuSampler | None = None) -> str | None:
     """Run to the end; Ctrl-C (or SIGTERM) drains the frames already read, a second one stops
     at once. The name of the signal that stopped it, or None."""
     loop = asyncio.get_running_loop()
@@ -234,9 +240,12 @@ async def _run(pipeline: Pipeline, tick: Callable[[], None] | None) -> str | Non
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig.name)
     ticker = loop.create_task(_tick(tick)) if tick else None
+    sampling = loop.create_task(gpu.poll()) if gpu is not None else None
     try:
         await pipeline.run()
     finally:
+        if sampling is not None:
+            sampling.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         if ticker is not None and tick is not None:
@@ -274,7 +283,7 @@ async def _tick(tick: Callable[[], None]) -> None:
 
 def _commit(sinks: list[Sink], out: Path, metrics: PipelineMetrics, pipeline: Pipeline,
             ids: list[str], stopped_by: str | None, unfinished: list[tuple[str, int, int]],
-            run_events: RunEvents | None) -> RunOutputs:
+            run_events: RunEvents | None, gpu: GpuSampler | None = None) -> RunOutputs:
     for sink in sinks:
         if run_events is None or sink is not run_events.sink:
             sink.close(commit=True)
@@ -285,6 +294,8 @@ def _commit(sinks: list[Sink], out: Path, metrics: PipelineMetrics, pipeline: Pi
     summary = out / "summary.json"
     atomic = AtomicPath(summary)
     report = summarise(metrics, pipeline, ids)
+    if gpu is not None:
+        report["gpu"] = gpu.summary()  # NVML, sampled every 0.5 s while it ran
     report["interrupted"] = {"by": stopped_by, "unfinished": {
         sid: {"frames": counted, "declared": declared} for sid, counted, declared in unfinished
     }} if unfinished else False

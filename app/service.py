@@ -33,6 +33,7 @@ from models.zoo import resolve_model
 from pipelines.analytics.config import TrackerSettings
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.events.ring import PacketRing, RecordingSource
+from pipelines.gpu_metrics import GpuSampler, gpu_sampler_for
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.shared import SharedDetector
@@ -67,12 +68,15 @@ class Service:
         self._detector_tasks: dict[SharedDetector, asyncio.Task[None]] = {}
         self._detectors_lock = asyncio.Lock()
         self.events: ServiceEvents | None = None
+        self.gpu: GpuSampler | None = None  # NVML's gauges of the service's GPU
 
     async def start(self) -> None:
         """Open the event outputs, start the streams the config declares; a stream that
         fails to start is logged, not fatal (an event output that cannot open is)."""
         await asyncio.to_thread(check_webhooks, self.config.events.webhooks,
                                 self.config.allowed_networks, self.config.allow_idn_hosts)
+        self.gpu = await asyncio.to_thread(gpu_sampler_for, self.config.device,
+                                           self.metrics.registry)
         loop = asyncio.get_running_loop()
 
         def on_event(event: dict[str, Any]) -> None:  # from the sink and media threads
@@ -337,6 +341,8 @@ class Service:
             await self._unload_if_idle(detector)
         if self.events is not None:
             await asyncio.to_thread(self.events.close)
+        if self.gpu is not None:
+            self.gpu.close()
         log.info("drained %d stream(s) in %.2f s", len(streams), time.monotonic() - start)
 
     async def __aenter__(self) -> Service:

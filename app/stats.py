@@ -37,6 +37,14 @@ def stats(service: Service, window_s: float = 60.0) -> dict[str, Any]:
         for outcome, count in m.outcomes[rt.id].items():
             if outcome != "processed":
                 drops[outcome] = drops.get(outcome, 0) + count
-    return {"window_s": window_s, "stages": stages, "channels": channels, "streams": streams,
-            "drops": drops, "batch_sizes": {str(k): v for k, v in sorted(m.batch_sizes.items())},
-            "detectors": [d.describe() for d in service.detectors.values()]}
+    figures = {"window_s": window_s, "stages": stages, "channels": channels,
+               "streams": streams, "drops": drops,
+               "batch_sizes": {str(k): v for k, v in sorted(m.batch_sizes.items())},
+               "detectors": [d.describe() for d in service.detectors.values()]}
+    if service.gpu is not None:  # NVML, read now
+        reading = service.gpu.read()
+        figures["gpus"] = [{"gpu": service.gpu.gpu_index,
+                            "utilization": round(reading.utilization, 3),
+                            "decoder_utilization": round(reading.decoder_utilization, 3),
+                            "memory_used_bytes": reading.memory_used_bytes}]
+    return figures

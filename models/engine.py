@@ -8,17 +8,23 @@ key of the model and machine at hand, and rebuilds otherwise, saying why (a chan
 new TensorRT, another GPU): a stale engine is never reused silently. ``check_engine`` makes
 the same check for an engine a user put beside a model (``model.engine``), for the pipeline.
 
-Precisions: ``fp16`` (FP16 kernels allowed, FP32 where TensorRT finds them faster) and
-``int8`` from a QDQ model (explicit quantization: the Q/DQ scales vidpipe's quantizer wrote
-decide what runs in INT8; FP16 is allowed for the float remainder). ``fp32`` for reference.
-Each engine has two optimization profiles (batch 1..``batch``), one per execution context
-of the double-buffered TensorRT backend.
+Precisions, for TensorRT 11's strongly typed networks (no FP16 or INT8 builder flags: a
+layer runs in the type the model gives it; TensorRT 10 builds the same way): ``fp16`` from
+the model converted to FP16 first (``models/fp16.py``: mixed where FP16 would be wrong; a
+model that cannot be converted is built FP32, and said so); ``int8`` from a QDQ model (the
+Q/DQ scales vidpipe's quantizer wrote decide what runs in INT8, the rest runs FP32);
+``fp32`` for reference. Each engine has two optimization profiles (batch 1..``batch``), one
+per execution context of the double-buffered TensorRT backend. The record beside an engine
+names the precision it was actually built in: the count of its layers by precision, read
+with TensorRT's engine inspector, and the precision that follows from it.
 
 TensorRT is imported lazily: without it, building says so (``DeviceUnavailable``), and the
 cache logic runs (and is tested) with the build step injected.
 
-UNVERIFIED: no GPU with TensorRT has run this module; it follows the TensorRT 10 Python API
-(``Builder``, ``OnnxParser``, ``create_optimization_profile``, ``build_serialized_network``).
+UNVERIFIED: no GPU with TensorRT has run this module; it follows the TensorRT 11 Python API
+(``Builder``, ``NetworkDefinitionCreationFlag.STRONGLY_TYPED``, ``OnnxParser``,
+``create_optimization_profile``, ``build_serialized_network``, ``EngineInspector``), checked
+name by name against the real bindings by ``tests/gpu_api``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from models.errors import ModelError
+from models.fp16 import to_fp16
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +82,31 @@ class EngineResult:
     key: EngineKey
     built: bool  # False: reused from the cache
     reason: str  # why it was built, or "cached"
+    precision: str = ""  # what it runs in, as its record says
 
 
-Builder = Callable[[Path, str, int], bytes]
+@dataclass(frozen=True, slots=True)
+class BuiltEngine:
+    """A serialized engine, its layers counted by precision (empty: TensorRT gave no layer
+    information), and what was built when it differs from what was asked (``note``)."""
+
+    data: bytes
+    layers: dict[str, int]
+    note: str = ""
+
+
+Builder = Callable[[Path, str, int], BuiltEngine]
+
+
+def built_precision(requested: str, layers: dict[str, int]) -> tuple[str, bool]:
+    """The precision an engine runs in, from its layers' count by precision (``int8`` if
+    any layer is INT8, else ``fp16`` if any is FP16, else ``fp32``), and whether the layers
+    said so; without layer information, the precision asked for, unconfirmed."""
+    if not layers:
+        return requested, False
+    if layers.get("INT8"):
+        return "int8", True
+    return ("fp16" if layers.get("FP16") else "fp32"), True
 
 
 def file_sha256(path: Path) -> str:
@@ -136,13 +165,20 @@ def ensure_engine(model: Path, precision: str, batch: int, cache: Path | None = 
     reason = _staleness(path, key)
     if reason is None:
         log.info("engine %s: cached, matches the model and this machine", path.name)
-        return EngineResult(path, key, False, "cached")
+        built = (_read_record(path) or {}).get("built", {})
+        return EngineResult(path, key, False, "cached", built.get("precision", precision))
     log.info("engine %s: building (%s)", path.name, reason)
-    data = (build or build_serialized)(model, precision, batch)
+    built = (build or build_serialized)(model, precision, batch)
+    actual, confirmed = built_precision(precision, built.layers)
+    if actual != precision:
+        log.warning("engine %s: asked for %s, built %s%s", path.name, precision, actual,
+                    f" ({built.note})" if built.note else "")
     cache.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, data)
-    _write_atomically(record_path(path), (json.dumps(asdict(key), indent=1) + "\n").encode())
-    return EngineResult(path, key, True, reason)
+    _write_atomically(path, built.data)
+    record = asdict(key) | {"built": {"precision": actual, "confirmed_by_layers": confirmed,
+                                      "layers": built.layers, "note": built.note}}
+    _write_atomically(record_path(path), (json.dumps(record, indent=1) + "\n").encode())
+    return EngineResult(path, key, True, reason, actual)
 
 
 def check_engine(engine: Path, model: Path, env: BuildEnvironment) -> str | None:
@@ -181,22 +217,27 @@ def _write_atomically(path: Path, data: bytes) -> None:
     os.replace(partial, path)
 
 
-def build_serialized(model: Path, precision: str, batch: int) -> bytes:
-    """Parse the ONNX and build a serialized engine (TensorRT 10 API)."""
+def build_serialized(model: Path, precision: str, batch: int) -> BuiltEngine:
+    """Parse the ONNX (converted to FP16 first for ``fp16``) into a strongly typed network
+    and build a serialized engine; its layers counted by precision."""
     trt = import_tensorrt()
+    source, note = model.read_bytes(), ""
+    if precision == "fp16":
+        try:
+            source = to_fp16(model)
+        except ModelError as e:
+            note = f"built FP32: {e}"
+            log.warning("%s", note)
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
-    network = builder.create_network(0)  # explicit batch is the only mode in TensorRT 10
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     parser = trt.OnnxParser(network, logger)
-    if not parser.parse(model.read_bytes()):
+    if not parser.parse(source):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
         raise ModelError(f"TensorRT cannot parse {model}: {errors}")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
-    if precision in ("fp16", "int8"):
-        config.set_flag(trt.BuilderFlag.FP16)
-    if precision == "int8":
-        config.set_flag(trt.BuilderFlag.INT8)  # the graph's Q/DQ nodes give the scales
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED  # each layer's precision
     for _ in range(PROFILES):
         profile = builder.create_optimization_profile()
         for i in range(network.num_inputs):
@@ -212,4 +253,36 @@ def build_serialized(model: Path, precision: str, batch: int) -> bytes:
     if serialized is None:
         raise ModelError(f"TensorRT could not build an engine from {model} ({precision}, "
                          f"batch {batch}); its log above says why")
-    return bytes(serialized)
+    data = bytes(serialized)
+    return BuiltEngine(data, _layer_precisions(trt, logger, data), note)
+
+
+def _layer_precisions(trt: Any, logger: Any, data: bytes) -> dict[str, int]:
+    """The engine's layers counted by precision (its inspector's JSON); empty when the
+    TensorRT at hand does not say."""
+    try:
+        engine = trt.Runtime(logger).deserialize_cuda_engine(data)
+        inspector = engine.create_engine_inspector()
+        info = json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
+    except Exception as e:  # an older TensorRT, or no detail: the record says unconfirmed
+        log.warning("the engine's layers could not be read (%s)", e)
+        return {}
+    return layer_precisions(info)
+
+
+def layer_precisions(info: dict[str, Any]) -> dict[str, int]:
+    """Layers by precision in an engine inspector's JSON: a layer's ``Precision`` where it
+    has one, else the type of its first output (``Format/Datatype``)."""
+    counts: dict[str, int] = {}
+    for layer in info.get("Layers", []):
+        if not isinstance(layer, dict):
+            continue  # a name only: the engine was built without detailed profiling
+        kind = str(layer.get("Precision", ""))
+        if not kind and layer.get("Outputs"):
+            kind = str(layer["Outputs"][0].get("Format/Datatype", ""))
+        for name, words in (("INT8", ("int8",)), ("FP16", ("fp16", "half")),
+                            ("FP32", ("fp32", "float"))):
+            if any(w in kind.lower() for w in words):
+                counts[name] = counts.get(name, 0) + 1
+                break
+    return counts

@@ -1,7 +1,10 @@
 """GPU measurements from NVML (nvidia-ml-py), and which backend each stage runs on.
 
 ``GpuSampler`` exports the three NVML metrics of docs/ARCHITECTURE.md on the pipeline's
-registry, labelled by GPU index:
+registry, labelled ``gpu`` with the CUDA device's ordinal (as ``--device cuda:N`` names it).
+NVML numbers GPUs its own way (by PCI order, blind to ``CUDA_VISIBLE_DEVICES``), so the
+device is looked up in NVML by its UUID, else its PCI bus id, both from CUDA
+(``cuda_identity``), never by index:
 
 - ``vidpipe_gpu_utilization_ratio``: fraction of the last sample period in which a kernel ran
   (``nvmlDeviceGetUtilizationRates().gpu`` / 100);
@@ -21,8 +24,10 @@ when it is), so a silent CPU fallback shows on every dashboard.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -31,6 +36,44 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from pipelines.cuda import import_gpu_library
 from pipelines.errors import DeviceError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIdentity:
+    """A CUDA device as NVML can find it."""
+
+    uuid: str | None  # "GPU-xxxxxxxx-xxxx-...", NVML's form
+    pci_bus_id: str | None  # "00000000:3B:00.0"
+
+
+def cuda_identity(index: int) -> GpuIdentity:
+    """The UUID and PCI bus id CUDA reports for its device ``index``."""
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    uuid = getattr(props, "uuid", None)
+    domain, bus, device = (getattr(props, f, None)
+                           for f in ("pci_domain_id", "pci_bus_id", "pci_device_id"))
+    pci = None if None in (domain, bus, device) else f"{domain:08X}:{bus:02X}:{device:02X}.0"
+    return GpuIdentity(None if uuid is None else f"GPU-{uuid}", pci)
+
+
+def nvml_handle(nvml: Any, identity: GpuIdentity) -> Any:
+    """NVML's handle of the device ``identity`` names (by UUID, else PCI bus id)."""
+    errors = []
+    for lookup, key in ((getattr(nvml, "nvmlDeviceGetHandleByUUID", None), identity.uuid),
+                        (getattr(nvml, "nvmlDeviceGetHandleByPciBusId", None),
+                         identity.pci_bus_id)):
+        if lookup is None or key is None:
+            continue
+        try:
+            return lookup(key)
+        except Exception as e:  # pynvml.NVMLError_NotFound and kin
+            errors.append(f"{key}: {e}")
+    raise DeviceError("GPU metrics: NVML finds no GPU with " + ("; ".join(errors) or
+                                                                "neither a UUID nor a PCI id"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +84,13 @@ class GpuSample:
 
 
 class GpuSampler:
-    """NVML readings of one GPU (NVML's index), exported on ``registry``. Use as a context
-    manager or call ``close()``: NVML is initialised here and shut down there."""
+    """NVML readings of CUDA device ``gpu_index``, exported on ``registry``. Use as a context
+    manager or call ``close()``: NVML is initialised here and shut down there.
+    ``identity`` finds the device (``cuda_identity`` by default)."""
 
     def __init__(self, registry: CollectorRegistry, gpu_index: int = 0, *,
-                 nvml: ModuleType | Any = None) -> None:
+                 nvml: ModuleType | Any = None,
+                 identity: Callable[[int], GpuIdentity] = cuda_identity) -> None:
         self._nvml = nvml or import_gpu_library("pynvml", "nvidia-ml-py", "GPU metrics (NVML)")
         try:
             self._nvml.nvmlInit()
@@ -54,10 +99,10 @@ class GpuSampler:
                               "installed and a GPU visible?") from e
         self._open = True
         try:
-            self._handle = self._nvml.nvmlDeviceGetHandleByIndex(gpu_index)
+            self._handle = nvml_handle(self._nvml, identity(gpu_index))
         except Exception as e:
             self.close()
-            raise DeviceError(f"GPU metrics: NVML has no GPU {gpu_index} ({e})") from e
+            raise DeviceError(f"GPU metrics: NVML has no CUDA device {gpu_index} ({e})") from e
         self.gpu_index = gpu_index
         self._lock = threading.Lock()
         self._samples: list[GpuSample] = []
@@ -123,6 +168,22 @@ class GpuSampler:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def gpu_sampler_for(device: str, registry: CollectorRegistry) -> GpuSampler | None:
+    """The NVML sampler of ``device`` when it is a CUDA device this process can use (None on
+    the CPU); without NVML (no nvidia-ml-py, no driver) the gauges are off and the log says
+    why, once: the pipeline runs on."""
+    from pipelines.cuda import cuda_available, parse_device
+
+    spec = parse_device(device)
+    if not spec.is_cuda or not cuda_available():
+        return None
+    try:
+        return GpuSampler(registry, spec.index or 0)
+    except DeviceError as e:
+        log.warning("GPU gauges off: %s", e)
+        return None
 
 
 class BackendReport:

@@ -35,7 +35,7 @@ def _stages(per_worker: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def merged_stats(per_worker: Mapping[str, dict[str, Any]], owners: Mapping[str, str],
                  carried: Mapping[str, Counter[str]], carried_received: Mapping[str, int],
                  window_s: float) -> dict[str, Any]:
-    streams, channels, detectors = [], [], []
+    streams, channels, detectors, gpus = [], [], [], []
     batches: Counter[str] = Counter()
     for worker, figures in per_worker.items():
         for stream in figures["streams"]:
@@ -48,11 +48,15 @@ def merged_stats(per_worker: Mapping[str, dict[str, Any]], owners: Mapping[str, 
                                      + carried_received.get(sid, 0)})
         channels += [c | {"worker": worker} for c in figures["channels"]]
         detectors += [d | {"worker": worker} for d in figures["detectors"]]
+        gpus += [g | {"worker": worker} for g in figures.get("gpus", [])]
         batches.update({k: int(v) for k, v in figures["batch_sizes"].items()})
     drops: Counter[str] = Counter()
     for stream in streams:
         drops.update({k: v for k, v in stream["outcomes"].items() if k != "processed"})
-    return {"window_s": window_s, "stages": _stages(per_worker), "channels": channels,
-            "streams": streams, "drops": dict(drops),
-            "batch_sizes": {k: batches[k] for k in sorted(batches, key=int)},
-            "detectors": detectors}
+    merged = {"window_s": window_s, "stages": _stages(per_worker), "channels": channels,
+              "streams": streams, "drops": dict(drops),
+              "batch_sizes": {k: batches[k] for k in sorted(batches, key=int)},
+              "detectors": detectors}
+    if gpus:
+        merged["gpus"] = gpus
+    return merged

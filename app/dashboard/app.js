@@ -215,6 +215,11 @@ function renderTotals(stats) {
   $('total-streams').textContent = stats.streams.length ? `${up}/${stats.streams.length} up` : '0';
   $('total-fps').textContent = stats.streams.reduce((n, s) => n + s.fps, 0).toFixed(1);
   $('total-drops').textContent = String(Object.values(stats.drops).reduce((n, c) => n + c, 0));
+  // NVML's figures, where the service runs on a GPU
+  const gpus = stats.gpus || [];
+  $('total-gpu').hidden = gpus.length === 0;
+  $('total-gpu-figures').textContent = gpus.map((g) => `${Math.round(g.utilization * 100)}% · `
+    + `NVDEC ${Math.round(g.decoder_utilization * 100)}%`).join(', ');
 }
 
 // ---- stream cards ------------------------------------------------------------------------

@@ -47,13 +47,21 @@ log = logging.getLogger(__name__)
 
 
 def import_tensorrt() -> Any:
-    """The ``tensorrt`` module, or DeviceUnavailable naming the package to install."""
+    """The ``tensorrt`` module, or DeviceUnavailable naming the package to install. A
+    ``tensorrt`` without TensorRT in it (``tensorrt-stubs``: type stubs only, which import
+    as an empty package) is not TensorRT either."""
     try:
-        return importlib.import_module("tensorrt")
+        module = importlib.import_module("tensorrt")
     except ImportError as e:
         raise DeviceUnavailable(
             "the TensorRT backend needs the Python package tensorrt (pip install "
             f"tensorrt-cu12 or tensorrt-cu13), which cannot be imported ({e})") from e
+    if not hasattr(module, "Builder") or not hasattr(module, "__version__"):
+        where = ", ".join(getattr(module, "__path__", [])) or "?"
+        raise DeviceUnavailable(
+            f"the tensorrt package at {where} holds no TensorRT (type stubs only, as "
+            "tensorrt-stubs installs): pip install tensorrt-cu12 or tensorrt-cu13")
+    return module
 
 
 class TensorRTBackend:

@@ -77,6 +77,19 @@ def load_torch_model(source: nn.Module | str | Path, device: torch.device) -> nn
                      f"({', '.join(TORCHSCRIPT_SUFFIXES)}) or a torch.export program (.pt2)")
 
 
+def fp32_exactly() -> None:
+    """FP32 means FP32 on the GPU: no TF32 in cuDNN's convolutions or cuBLAS's matmuls (they
+    would differ from ONNX Runtime by ~1e-3), cuDNN's deterministic choice of algorithm off
+    and its autotuner off (no first-batch search). Process-wide settings: made once, when a
+    backend is built, never around each forward (entering ``torch.backends.cudnn.flags``
+    from several inference threads raced on them)."""
+    torch.backends.cudnn.enabled = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
 class TorchBackend:
     """A torch detector behind the Backend protocol, plus the device-side acquire/launch."""
 
@@ -104,6 +117,8 @@ class TorchBackend:
         except NotImplementedError:  # torch.export modules are already in inference form
             pass
         self.model = module.half() if self.precision == "fp16" else module
+        if self.is_cuda:
+            fp32_exactly()
         self._output_names = list(output_names) if output_names else None
         self._slots = [self._slot(i) for i in range(slots)]
         self._turn = itertools.cycle(range(slots))
@@ -204,16 +219,9 @@ class TorchBackend:
 
     def _forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         x = images.half() if self.precision == "fp16" and images.is_floating_point() else images
-        with torch.no_grad(), self._precision_flags():
+        with torch.no_grad():
             result = self.model(x)
         return {name: out.float() for name, out in self._named(result).items()}
-
-    def _precision_flags(self) -> AbstractContextManager[Any]:
-        """FP32 means FP32: TF32 convolutions would differ from ONNX Runtime by ~1e-3."""
-        if not self.is_cuda:
-            return nullcontext()
-        return torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False,
-                                          allow_tf32=self.precision != "fp32")
 
     def _named(self, result: Any) -> dict[str, torch.Tensor]:
         if isinstance(result, torch.Tensor):

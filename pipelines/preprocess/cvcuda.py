@@ -15,7 +15,13 @@ operators and torch operations are ordered on it without any wait):
 
 Tensors are torch's (``cvcuda.as_tensor`` wraps them without a copy, with layout "NHWC" or
 "NCHW"), so the caching allocator owns all memory and the hand-off to the inference stage is
-the same as for TorchPreprocessor. A BGR model gets its channels swapped in torch.
+the same as for TorchPreprocessor. A BGR model gets its channels swapped in torch. Torch
+exports version 2 of the CUDA Array Interface, without a stream, and CV-CUDA then waits on
+the legacy default stream before its first operator reads the tensor (a wait on all of the
+device's stream-0 work, the opposite of "without any wait"); so each tensor is handed over
+as ``OnStream``: the same interface as version 3, naming the stage's stream, on which the
+tensor was written and CV-CUDA runs (CV-CUDA's ``Stream`` docs: it orders its first operator
+after the named stream, here a no-op).
 
 UNVERIFIED: written against CV-CUDA's Python API (python/mod_cvcuda Op*.cpp bindings) but
 never run: CV-CUDA cannot be carried to the lent GPU. ``tests/gpu/test_preprocess_gpu.py``
@@ -44,6 +50,20 @@ from pipelines.preprocess.reference import normalisation_table
 # The card's ``input.interpolation`` as ``cvcuda.Interp`` names (OpenCV's filters on the GPU).
 CVCUDA_FILTERS = {"bilinear": "LINEAR", "area": "AREA", "nearest": "NEAREST",
                   "bicubic": "CUBIC"}
+
+
+class OnStream:
+    """A CUDA tensor's Array Interface as version 3, with the stream its data was written on
+    (``stream``: a CUDA stream handle, never 0, which the interface forbids). Holds the
+    tensor, so that what CV-CUDA wraps keeps it alive."""
+
+    def __init__(self, tensor: Any, stream: int) -> None:
+        if stream == 0:
+            raise ValueError("a CUDA Array Interface stream of 0 is ambiguous: give the "
+                             "stream's handle (1 for the legacy default stream)")
+        self.tensor = tensor
+        self.__cuda_array_interface__ = dict(tensor.__cuda_array_interface__) | {
+            "version": 3, "stream": stream}
 
 
 class CvCudaPreprocessor:
@@ -95,20 +115,24 @@ class CvCudaPreprocessor:
         wait_ready(self.stream, [frame.ready], [image])
         return image
 
+    def _tensor(self, tensor: torch.Tensor, layout: str) -> Any:
+        """``tensor`` as a CV-CUDA tensor, written on (and read on) this stage's stream."""
+        return self._cv.as_tensor(OnStream(tensor, self.stream.cuda_stream), layout)
+
     def _prepare_into(self, image: torch.Tensor, letterbox: Letterbox, out: torch.Tensor) -> None:
         """One frame into its (1, ...) slot ``out`` of the batch tensor."""
         cv, stream = self._cv, self._cv_stream
         w, h = self._size
         new_w, new_h = letterbox.resized
-        source = cv.as_tensor(image.contiguous().unsqueeze(0), "NHWC")
+        source = self._tensor(image.contiguous().unsqueeze(0), "NHWC")
         resized = torch.empty((1, new_h, new_w, 3), dtype=torch.uint8, device=self.device)
         interp = getattr(cv.Interp, CVCUDA_FILTERS[self.spec.interpolation])
-        cv.resize_into(cv.as_tensor(resized, "NHWC"), source, interp, stream=stream)
+        cv.resize_into(self._tensor(resized, "NHWC"), source, interp, stream=stream)
         direct = self.spec.dtype == "uint8" and self.spec.layout == "NHWC" \
             and self.spec.color == "RGB"
         canvas = out if direct else torch.empty((1, h, w, 3), dtype=torch.uint8,
                                                 device=self.device)
-        cv.copymakeborder_into(cv.as_tensor(canvas, "NHWC"), cv.as_tensor(resized, "NHWC"),
+        cv.copymakeborder_into(self._tensor(canvas, "NHWC"), self._tensor(resized, "NHWC"),
                                cv.Border.CONSTANT, [float(self.spec.pad_value)] * 3,
                                top=int(letterbox.pad_y), left=int(letterbox.pad_x),
                                stream=stream)
@@ -117,7 +141,7 @@ class CvCudaPreprocessor:
         if self.spec.color == "BGR":
             canvas = canvas.flip(-1).contiguous()
         if self.spec.dtype == "uint8":  # NCHW uint8: de-interleave only
-            cv.reformat_into(cv.as_tensor(out, "NCHW"), cv.as_tensor(canvas, "NHWC"),
+            cv.reformat_into(self._tensor(out, "NCHW"), self._tensor(canvas, "NHWC"),
                              stream=stream)
             return
         levels = canvas.reshape(-1, 3).to(torch.int64)

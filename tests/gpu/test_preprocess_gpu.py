@@ -137,3 +137,22 @@ def test_cvcuda_preprocessing_is_close_to_opencv(name, cuda):
     diff = compare(spec, pre.prepare_many, images)
     torch.cuda.synchronize()
     assert diff.mean() <= 0.5 and np.percentile(diff, 99.9) <= 3.0, (diff.mean(), diff.max())
+
+
+def test_a_tensor_goes_to_cv_cuda_with_the_stream_it_was_written_on():
+    """Issue 23, item 4: torch's CUDA Array Interface is version 2, without a stream, which
+    makes CV-CUDA wait on the legacy default stream; handed over as version 3 with the
+    stage's stream, CV-CUDA orders its work after that stream instead."""
+    from pipelines.preprocess.cvcuda import OnStream
+
+    class TorchLike:  # what a CUDA tensor exports (torch 2.x)
+        __cuda_array_interface__ = {"shape": (1, 4, 4, 3), "typestr": "|u1",
+                                    "data": (140_000, False), "strides": None, "version": 2}
+
+    tensor = TorchLike()
+    wrapped = OnStream(tensor, 94_557)
+    assert wrapped.__cuda_array_interface__ == TorchLike.__cuda_array_interface__ | {
+        "version": 3, "stream": 94_557}
+    assert wrapped.tensor is tensor  # kept alive while CV-CUDA holds the wrapper
+    with pytest.raises(ValueError, match="ambiguous"):
+        OnStream(tensor, 0)

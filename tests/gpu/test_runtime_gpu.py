@@ -72,6 +72,40 @@ def test_torch_backend_on_the_cpu_agrees_with_onnx_runtime(small_net):
     assert np.abs(got - reference(path, x)).max() < 1e-3
 
 
+def test_a_forward_never_touches_process_wide_cudnn_settings(small_net, monkeypatch):
+    """Issue 23, item 5: the cuDNN flags are process-wide; entered around each forward from
+    several inference threads they raced. They are set once, when a backend is built."""
+    import threading
+
+    from models.runtime.torch import fp32_exactly
+
+    model, _ = small_net
+    entered = []
+    monkeypatch.setattr(torch.backends.cudnn, "flags",
+                        lambda *a, **k: entered.append(threading.get_ident()))
+    with TorchBackend(model, input_shape=SHAPE, device="cpu") as backend:
+        backend.is_cuda = True  # the CUDA branch of a forward, on CPU tensors
+        threads = [threading.Thread(target=backend._forward,
+                                    args=(torch.from_numpy(images(2, seed=k)),))
+                   for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert entered == []
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
+             torch.backends.cudnn.benchmark)
+    try:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+        fp32_exactly()
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        assert not torch.backends.cudnn.benchmark
+    finally:
+        (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
+         torch.backends.cudnn.benchmark) = saved
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 @pytest.mark.parametrize("suffix", [".ts", ".pt2"])
 def test_torch_backend_loads_torchscript_and_export_files(small_net, tmp_path, suffix):

@@ -13,9 +13,12 @@ import pytest
 
 from models.engine import (
     BuildEnvironment,
+    BuiltEngine,
+    built_precision,
     check_engine,
     ensure_engine,
     import_tensorrt,
+    layer_precisions,
     record_path,
 )
 from models.runtime.device import DeviceUnavailable
@@ -28,9 +31,12 @@ class CountingBuilder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, int]] = []
 
-    def __call__(self, model: Path, precision: str, batch: int) -> bytes:
+    def __call__(self, model: Path, precision: str, batch: int) -> BuiltEngine:
         self.calls.append((model.name, precision, batch))
-        return f"engine of {model.read_bytes()!r} {precision} {batch}".encode()
+        layers = {"fp32": {"FP32": 3}, "fp16": {"FP16": 5, "FP32": 1},
+                  "int8": {"INT8": 4, "FP32": 2}}[precision]
+        return BuiltEngine(f"engine of {model.read_bytes()!r} {precision} {batch}".encode(),
+                           layers)
 
 
 @pytest.fixture
@@ -110,3 +116,57 @@ def test_bad_precision_or_batch_is_refused(model: Path, tmp_path: Path, precisio
 def test_without_tensorrt_building_says_what_is_missing() -> None:
     with pytest.raises(DeviceUnavailable, match="tensorrt"):
         import_tensorrt()
+
+
+@pytest.mark.parametrize("requested, layers, built", [
+    ("fp16", {"FP16": 40, "FP32": 3}, ("fp16", True)),
+    ("fp16", {"FP32": 43}, ("fp32", True)),  # what dropping the flag alone would have built
+    ("int8", {"INT8": 30, "FP32": 13}, ("int8", True)),
+    ("fp32", {"FP32": 43}, ("fp32", True)),
+    ("fp16", {}, ("fp16", False)),  # no layer information: as asked, unconfirmed
+])
+def test_the_record_names_the_precision_the_layers_say(requested, layers, built):
+    assert built_precision(requested, layers) == built
+
+
+def test_an_fp16_request_built_in_fp32_is_recorded_as_fp32(model: Path, tmp_path: Path):
+    def fp32_only(model: Path, precision: str, batch: int) -> BuiltEngine:
+        return BuiltEngine(b"engine", {"FP32": 12}, "built FP32: cannot be converted")
+
+    result = ensure_engine(model, "fp16", 4, tmp_path, env=H200, build=fp32_only)
+    record = json.loads(record_path(result.path).read_text())
+    assert result.precision == "fp32" and record["precision"] == "fp16"  # asked, and built
+    assert record["built"] == {"precision": "fp32", "confirmed_by_layers": True,
+                               "layers": {"FP32": 12},
+                               "note": "built FP32: cannot be converted"}
+    again = ensure_engine(model, "fp16", 4, tmp_path, env=H200, build=fp32_only)
+    assert not again.built and again.precision == "fp32"
+
+
+def test_layer_precisions_read_the_engine_inspectors_json():
+    info = {"Layers": [
+        {"Name": "conv1", "Precision": "HALF"},
+        {"Name": "conv2", "Outputs": [{"Name": "x", "Format/Datatype": "Row major linear FP16"}]},
+        {"Name": "q", "Outputs": [{"Format/Datatype": "Int8 NC/32HW32"}]},
+        {"Name": "head", "Outputs": [{"Format/Datatype": "Row major linear FP32"}]},
+        "a name only (no detailed profiling)"]}
+    assert layer_precisions(info) == {"FP16": 2, "INT8": 1, "FP32": 1}
+
+
+def test_tensorrt_stubs_are_not_tensorrt(tmp_path: Path, monkeypatch) -> None:
+    """Issue 23, item 2: tensorrt-stubs makes ``import tensorrt`` succeed as an empty
+    package; the build and the backends must say TensorRT is missing (and fall back), not
+    fail with an AttributeError."""
+    import sys
+
+    from models.engine import current_environment
+
+    stubs = tmp_path / "site" / "tensorrt"
+    stubs.mkdir(parents=True)
+    (stubs / "__init__.pyi").write_text("class Builder: ...\n")
+    monkeypatch.syspath_prepend(str(stubs.parent))
+    monkeypatch.delitem(sys.modules, "tensorrt", raising=False)
+    with pytest.raises(DeviceUnavailable, match="type stubs only"):
+        import_tensorrt()
+    with pytest.raises(DeviceUnavailable, match="type stubs only"):
+        current_environment()
