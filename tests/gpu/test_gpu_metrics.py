@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from pipelines.cuda import library_available
 from pipelines.errors import DeviceError
 from pipelines.gpu_metrics import BackendReport, GpuIdentity, GpuSampler
+from tests.gpu.agreement import need
 
 # CUDA's device 0 is the GPU NVML lists second (CUDA_VISIBLE_DEVICES=1, say)
 CUDA_DEVICES = {0: GpuIdentity("GPU-aaaa", "00000000:3B:00.0"),
@@ -20,7 +21,6 @@ CUDA_DEVICES = {0: GpuIdentity("GPU-aaaa", "00000000:3B:00.0"),
 
 def identity(index: int) -> GpuIdentity:
     return CUDA_DEVICES[index]
-from tests.gpu.agreement import need
 
 
 class FakeNvml:
