@@ -10,7 +10,7 @@ DEMO_DIR ?= build/demo
 APT_PACKAGES := python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base \
 	gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium prometheus mosquitto
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean gpu-api
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ test: $(VENV)/.test
 	  if [ -n "$$missing" ]; then apt-get update -qq && apt-get install -y -qq $$missing; fi; \
 	fi
 	$(BIN)/pytest
+
+# The real GPU wheels' API (about 200 MB, downloaded once into build/gpu-api) read over
+# stand-in driver libraries into tests/gpu_api/manifest.json, and the GPU code checked
+# against it; `make test` checks the code against the committed manifest.
+gpu-api: $(VENV)/.test
+	$(BIN)/python -m tests.gpu_api.full_check
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check app pipelines models tests

@@ -1,6 +1,6 @@
 """TensorRTBackend: a serialized TensorRT engine (INT8 / FP16 / FP32), run on the stage's stream.
 
-TensorRT 10 API, as its Python reference describes it: ``trt.Runtime(logger)
+TensorRT 11 API (10 the same), as its Python reference describes it: ``trt.Runtime(logger)
 .deserialize_cuda_engine(bytes)`` loads the engine; I/O tensors are found by name
 (``num_io_tensors``, ``get_tensor_name``, ``get_tensor_mode``, ``get_tensor_dtype``,
 ``get_tensor_shape``); each execution context gets its input shapes with ``set_input_shape``,
@@ -18,8 +18,9 @@ with non-blocking copies and waits once, where the results leave the GPU.
 
 Memory and streams are torch's: TensorRT and torch share the device's primary CUDA context.
 
-UNVERIFIED: TensorRT cannot be carried to the lent GPU, so this module has not run; it is
-written against the TensorRT 10 Python API and its test skips where ``tensorrt`` is missing.
+UNVERIFIED: TensorRT cannot be carried to the lent GPU, so this module has not run; every
+name it takes from TensorRT is checked against the real 11.4 bindings (``tests/gpu_api``), and
+its test skips where ``tensorrt`` is missing.
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check, prepared to run in ONE call on a lent GPU machine (docs/GPU.md), under 5 min:
 #   1. puts the carried Python packages on PYTHONPATH (the machine cannot download anything),
-#   2. runs the GPU tests with REQUIRE_GPU=1 (a skipped GPU test fails instead),
+#   2. runs the GPU tests with REQUIRE_GPU=1 (a skipped GPU test fails instead): the one
+#      engine's stages on the GPU (build_pipeline, DeviceRuntime's two slots), the service's
+#      shared detector serving four streams, NVML found by UUID, CV-CUDA and TensorRT where
+#      they are (TensorRT 11's strongly typed engines: tests/gpu/test_engine_gpu.py),
 #   3. runs tests/gpu/bench_gpu.py, which prints ONE table.
+# What the libraries' APIs are is checked without a GPU (tests/gpu_api, make gpu-api).
 #
 # The machine's python3 has torch (CUDA), numpy, OpenCV, ONNX Runtime, scikit-image,
 # prometheus-client, pytest and nvidia-ml-py, but not PyAV, pydantic or PyNvVideoCodec.

@@ -165,3 +165,40 @@ def test_build_pipeline_runs_a_torch_model_on_the_gpu_end_to_end(rect_clip, rect
     choices = BackendReport.for_registry(metrics.registry).choices
     assert choices["infer"][:2] == ("torch-fp32", str(cuda))
     assert choices["preprocess"][0] in ("cvcuda", "torch")
+
+
+@pytest.mark.gpu
+def test_a_shared_detector_on_the_gpu_serves_several_streams_with_every_frame_counted(
+        rect_clip, rect_model, cuda, cpu_detections):
+    """The service's engine (issue 23, item 4): one SharedDetector on the GPU (the model
+    loaded once, double-buffered slots) fed by four streams of the clip; every frame of
+    each is a result or a counted drop, and the boxes are the CPU pipeline's."""
+    from pipelines.shared import SharedDetector
+    from pipelines.sources.file import FileSource
+
+    path, spec, model = rect_model
+    metrics = PipelineMetrics(CollectorRegistry())
+    options = PipelineOptions(device=str(cuda), batch_size=8, torch_model=model,
+                              precision="fp32", capacity=2)
+    detector = SharedDetector.open("rect@gpu", path, spec, metrics, options)
+    sinks = {f"cam{k}": CollectSink() for k in range(4)}
+
+    async def serve() -> None:
+        runner = asyncio.create_task(detector.run())
+        feeds = [detector.attach(FileSource(rect_clip, sid), [sink], "block")
+                 for sid, sink in sinks.items()]
+        await asyncio.gather(*(feed.run() for feed in feeds))
+        for sid in sinks:
+            await detector.detach(sid)
+        detector.close()
+        await runner
+
+    try:
+        asyncio.run(serve())
+    finally:
+        detector.release()
+    for sid, sink in sinks.items():
+        assert metrics.outcomes[sid]["processed"] == 30 and metrics.unaccounted(sid) == 0
+        renamed = {("clip", i): boxes for (_, i), boxes in sink.found.items()}
+        assert agreement(cpu_detections, renamed).ratio >= 0.99, sid
+    assert max(detector.batches) > 1  # the streams' frames were batched together

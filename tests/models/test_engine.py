@@ -24,7 +24,7 @@ from models.engine import (
 from models.runtime.device import DeviceUnavailable
 from pipelines.cuda import library_available
 
-H200 = BuildEnvironment("NVIDIA H200", "10.13.0")
+H200 = BuildEnvironment("NVIDIA H200", "11.4.0.106")
 
 
 class CountingBuilder:
@@ -54,7 +54,7 @@ def test_built_once_then_reused_from_the_cache(model: Path, tmp_path: Path) -> N
     assert not second.built and second.reason == "cached" and second.path == first.path
     assert build.calls == [("model.onnx", "fp16", 8)]
     record = json.loads(record_path(first.path).read_text())
-    assert record["gpu"] == "NVIDIA H200" and record["tensorrt"] == "10.13.0"
+    assert record["gpu"] == "NVIDIA H200" and record["tensorrt"] == "11.4.0.106"
     assert record["batch"] == 8 and record["precision"] == "fp16"
 
 
@@ -82,10 +82,10 @@ def test_an_engine_whose_record_disagrees_is_rebuilt_not_reused(model: Path,
     build = CountingBuilder()
     first = ensure_engine(model, "int8", 4, tmp_path, env=H200, build=build)
     record = json.loads(record_path(first.path).read_text())
-    record["tensorrt"] = "8.6.1"  # an engine left by another TensorRT under the same name
+    record["tensorrt"] = "10.13.0"  # an engine left by another TensorRT under the same name
     record_path(first.path).write_text(json.dumps(record))
     again = ensure_engine(model, "int8", 4, tmp_path, env=H200, build=build)
-    assert again.built and "tensorrt '8.6.1' -> '10.13.0'" in again.reason
+    assert again.built and "tensorrt '10.13.0' -> '11.4.0.106'" in again.reason
     record_path(first.path).unlink()
     third = ensure_engine(model, "int8", 4, tmp_path, env=H200, build=build)
     assert third.built and "no readable record" in third.reason and len(build.calls) == 3
@@ -100,7 +100,7 @@ def test_an_engine_beside_a_model_is_checked_against_it(model: Path, tmp_path: P
     record_path(beside).write_text(record_path(built.path).read_text())
     assert check_engine(beside, model, H200) is None
     assert "NVIDIA L4" in (check_engine(beside, model, BuildEnvironment("NVIDIA L4",
-                                                                        "10.13.0")) or "")
+                                                                        "11.4.0.106")) or "")
     model.write_bytes(b"graph v2")  # retrained: the engine beside it is stale
     assert "model_sha256" in (check_engine(beside, model, H200) or "")
 
