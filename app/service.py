@@ -57,7 +57,10 @@ class TrackerFixed(ValueError):
 
 
 class Service:
-    def __init__(self, config: ServiceConfig, metrics: PipelineMetrics) -> None:
+    def __init__(self, config: ServiceConfig, metrics: PipelineMetrics,
+                 instance: str | None = None) -> None:
+        """``instance``: this process's name among several of one service (a cluster's
+        worker); its event outputs say which they are."""
         self.config = config
         self.metrics = metrics
         self.streams: dict[str, StreamRuntime] = {}
@@ -69,6 +72,7 @@ class Service:
         self._detectors_lock = asyncio.Lock()
         self.events: ServiceEvents | None = None
         self.gpu: GpuSampler | None = None  # NVML's gauges of the service's GPU
+        self.instance = instance
 
     async def start(self) -> None:
         """Open the event outputs, start the streams the config declares; a stream that
@@ -83,7 +87,7 @@ class Service:
             loop.call_soon_threadsafe(self._emit, {"type": "event", "event": event})
 
         self.events = await asyncio.to_thread(ServiceEvents, self.config, self.metrics,
-                                              on_event)
+                                              on_event, self.instance)
         for stream in self.config.streams:
             try:
                 await self.add_stream(stream)

@@ -63,8 +63,10 @@ class RecentEvents:
 
 class ServiceEvents:
     def __init__(self, config: ServiceConfig, metrics: PipelineMetrics,
-                 on_event: Callable[[dict[str, Any]], None]) -> None:
+                 on_event: Callable[[dict[str, Any]], None],
+                 instance: str | None = None) -> None:
         self.settings = config.events
+        self.metrics = metrics
         self.recent = RecentEvents(on_event)
         first: list[EventOutput] = [self.recent]
         self.files: EventFiles | None = None
@@ -72,7 +74,7 @@ class ServiceEvents:
             self.files = EventFiles(config.results_dir, int(config.results_rotate_mb * MB),
                                     metrics)
             first.insert(0, self.files)
-        self.outputs = EventOutputs(config.events, metrics, first)
+        self.outputs = EventOutputs(config.events, metrics, first, instance)
         self.store = MediaStore(config.events.media_dir, config.events.retain_hours,
                                 config.events.retain_mb)
         self.media = MediaWriter(self.store, config.events.clips, api_path) \
@@ -90,12 +92,17 @@ class ServiceEvents:
         come later, over the API: ``lost_s_of`` is read then)."""
         return EventSink(spec, self.settings, self.outputs.outputs, fps_of=fps_of,
                          end_s_of=lost_s_of, rings={stream: ring} if ring is not None else {},
-                         media=self.media)
+                         media=self.media, metrics=self.metrics)
 
     def close(self) -> None:
-        """After the streams: their objects' media, then the sinks' deliveries."""
-        if self.media is not None:
-            self.media.close()
-        self.outputs.close()
-        if self.files is not None:
-            self.files.close()
+        """After the streams: their objects' media, then the sinks' deliveries (each step
+        whatever the one before it did)."""
+        try:
+            if self.media is not None:
+                self.media.close()
+        finally:
+            try:
+                self.outputs.close()
+            finally:
+                if self.files is not None:
+                    self.files.close()

@@ -257,6 +257,13 @@ class PipelineMetrics:
         with self._lock:
             self.latency.pop(stream, None)
 
+    def restart_counts(self, stream: str) -> None:
+        """A stream that was removed here and comes back (a cluster's worker given it
+        again) counts from zero: what it counted before is its controller's to carry."""
+        with self._lock:
+            self.received.pop(stream, None)
+            self.outcomes.pop(stream, None)
+
     def count_reconnect(self, stream: str) -> None:
         self._reconnects_by(stream).inc()
 

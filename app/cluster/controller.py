@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 MISSED_BEATS = 3  # a worker that answers none of this many beats in a row is hung
 START_TIMEOUT_S = 120.0
+CALL_TIMEOUT_S = 60.0  # any other call to a worker: a hung one cannot hold the controller
 
 
 class WorkerUnavailable(RuntimeError):
@@ -62,6 +63,7 @@ class WorkerState:
     pid: int | None = None
     node: str | None = None
     alive: bool = True
+    failing: bool = False  # lost, killed, its failover under way
     joining: bool = True  # started; the streams it is to take not moved to it yet
     missed: int = 0
     seq: int = 0  # the last feed event taken from it
@@ -188,11 +190,14 @@ class Cluster:
             **self._worker_options)
         actor = actor_class.remote(settings.model_dump_json(), wid)
         try:
-            info = await asyncio.wait_for(self._await(actor.start.remote()), START_TIMEOUT_S)
+            info = await self._await(actor.start.remote(), START_TIMEOUT_S)
         except TimeoutError:
             self._ray.kill(actor, no_restart=True)
             raise WorkerUnavailable(f"no worker started within {START_TIMEOUT_S:.0f} s (the "
                                     "cluster has no room for one, or it is overloaded)") from None
+        except BaseException:
+            self._ray.kill(actor, no_restart=True)  # its reservation (a GPU) is freed
+            raise
         state = WorkerState(wid, actor, info["pid"], info["node"], beat_at=time.monotonic())
         self.pool[wid] = state
         log.info("%s up: pid %s on %s", wid, state.pid, state.node)
@@ -211,16 +216,20 @@ class Cluster:
         log.info("drained %d stream(s) on %d worker(s)", len(self.owners), len(alive))
 
     # ---- calls -----------------------------------------------------------------------------
-    async def _await(self, ref: Any) -> Any:
-        """A worker's answer; its own exception as it was raised there (not Ray's wrapper,
-        whose text holds the remote traceback)."""
+    async def _await(self, ref: Any, timeout_s: float = CALL_TIMEOUT_S) -> Any:
+        """A worker's answer within ``timeout_s`` (TimeoutError); its own exception as it
+        was raised there (not Ray's wrapper, whose text holds the remote traceback)."""
         try:
-            return await ref
+            return await asyncio.wait_for(self._as_future(ref), timeout_s)
         except self._ray.exceptions.RayTaskError as e:
             cause = e.cause
             if isinstance(cause, BaseException):
                 raise cause from None
             raise
+
+    @staticmethod
+    async def _as_future(ref: Any) -> Any:
+        return await ref
 
     def _alive(self) -> list[WorkerState]:
         return [w for w in self.pool.values() if w.alive]
@@ -248,7 +257,7 @@ class Cluster:
 
     async def add(self, cfg: StreamConfig) -> dict[str, Any]:
         async with self._lock:
-            if len(self.owners) >= self.config.max_streams:
+            if len(self.owners) >= self.config.max_streams:  # the service's, all workers'
                 raise StreamLimit(f"the service runs {self.config.max_streams} streams, "
                                   "its limit")
             sid = cfg.id or self._next_id()
@@ -257,7 +266,7 @@ class Cluster:
             cfg = cfg.model_copy(update={"id": sid})
             worker = place(sid, self._load(), self.config.max_streams)
             if worker is None:
-                raise StreamLimit("every worker runs its most streams")
+                raise WorkerUnavailable("no live worker to run the stream")
             await self._start_on(sid, cfg, worker)
             self.configs[sid] = cfg
         return self.public(sid)
@@ -277,9 +286,10 @@ class Cluster:
     async def remove(self, stream_id: str) -> None:
         async with self._lock:
             worker = self._owner(stream_id)
-            final = await self._await(worker.actor.remove_stream.remote(stream_id))
-            self._carry(stream_id, final)
+            await self._await(worker.actor.remove_stream.remote(stream_id))
             del self.owners[stream_id], self.configs[stream_id]
+            self.carried.pop(stream_id, None)  # a stream added again later starts at zero
+            self.carried_received.pop(stream_id, None)
             shown = worker.streams.pop(stream_id, {"id": stream_id})
         self._emit({"type": "removed", "stream": shown | {"worker": worker.id}})
 
@@ -303,25 +313,41 @@ class Cluster:
 
     # ---- failures and new workers -----------------------------------------------------------
     async def _heartbeats(self) -> None:
+        """A beat of every live worker each ``heartbeat_s``; a failover runs as a task of its
+        own, so one that takes long never stops the beats."""
         while True:
             await asyncio.sleep(self.config.heartbeat_s)
-            await asyncio.gather(*(self._beat(w) for w in self._alive()))
+            results = await asyncio.gather(*(self._beat(w) for w in self._alive()),
+                                           return_exceptions=True)
+            for error in results:
+                if isinstance(error, Exception):
+                    log.error("heartbeat: %s: %s", type(error).__name__, error)
 
     async def _beat(self, worker: WorkerState) -> None:
         ray = self._ray
+        why = None
         try:
-            beat = await asyncio.wait_for(self._await(worker.actor.heartbeat.remote(worker.seq)),
-                                          self.config.heartbeat_s)
+            beat = await self._await(worker.actor.heartbeat.remote(worker.seq),
+                                     self.config.heartbeat_s)
+        except ray.exceptions.ActorUnavailableError:  # a RayActorError that may come back
+            worker.missed += 1
         except ray.exceptions.RayActorError:
-            await self._failover(worker, "its process died")
-            return
+            why = "its process died"
         except TimeoutError:
             worker.missed += 1
-            if worker.missed >= MISSED_BEATS:
-                ray.kill(worker.actor, no_restart=True)
-                await self._failover(worker, f"it answered no heartbeat for "
-                                             f"{MISSED_BEATS * self.config.heartbeat_s:.0f} s")
+        else:
+            self._took(worker, beat)
             return
+        if why is None and worker.missed >= MISSED_BEATS:
+            why = f"it answered no heartbeat for {MISSED_BEATS * self.config.heartbeat_s:.1f} s"
+        if why is not None and worker.alive and not worker.failing:
+            worker.failing = True
+            # killed first, always: a worker that is only slow must never go on running the
+            # streams that start elsewhere
+            ray.kill(worker.actor, no_restart=True)
+            asyncio.create_task(self._failover(worker, why), name=f"failover-{worker.id}")
+
+    def _took(self, worker: WorkerState, beat: dict[str, Any]) -> None:
         worker.missed, worker.beat_at = 0, time.monotonic()
         worker.streams = {sid: s for sid, s in beat["streams"].items()
                           if self.owners.get(sid) == worker.id}
@@ -365,16 +391,23 @@ class Cluster:
 
     async def _restart_elsewhere(self, sid: str, target: str | None) -> None:
         if target is None:
-            log.error("stream %s: no worker has room; it stops", sid)
-            self.owners.pop(sid)
-            self._emit({"type": "removed", "stream": {"id": sid, "state": "failed"}})
+            self._drop(sid, "no live worker has room for it")
             return
         try:
             await self._start_on(sid, self.configs[sid], target)
             self.moves += 1
-        except Exception as e:  # it stays unowned, shown failed, until removed
-            log.error("stream %s could not start on %s: %s", sid, target, e)
-            self.owners.pop(sid)
+        except Exception as e:
+            self._drop(sid, f"it could not start on {target}: {e}")
+
+    def _drop(self, sid: str, why: str) -> None:
+        """A stream that could not be moved: gone, and said so (add it again to retry)."""
+        log.error("stream %s stopped: %s", sid, why)
+        self.owners.pop(sid, None)
+        self.configs.pop(sid, None)
+        self.carried.pop(sid, None)
+        self.carried_received.pop(sid, None)
+        self._emit({"type": "removed", "stream": {"id": sid, "state": "failed",
+                                                  "error": why}})
 
     async def _replace(self) -> None:
         """A new worker for the lost one; it takes its share of the streams."""
@@ -401,11 +434,12 @@ class Cluster:
                 old = self._owner(sid)
                 try:
                     final = await self._await(old.actor.remove_stream.remote(sid))
-                    self._carry(sid, final)
-                    old.streams.pop(sid, None)
-                except Exception as e:
-                    log.warning("stream %s: its old worker %s did not stop it (%s)", sid,
+                except Exception as e:  # it may still run there: it stays, never twice
+                    log.warning("stream %s stays on %s, which did not stop it (%s)", sid,
                                 old.id, e)
+                    continue
+                self._carry(sid, final)
+                old.streams.pop(sid, None)
                 await self._restart_elsewhere(sid, worker.id)
             worker.joining = False
             if moves:
@@ -444,8 +478,12 @@ class Cluster:
         if found is not None:
             return found
         for worker in self._alive():
-            data: bytes | None = await self._await(worker.actor.event_media.remote(event_id,
-                                                                                    kind))
+            try:
+                data: bytes | None = await self._await(
+                    worker.actor.event_media.remote(event_id, kind))
+            except Exception as e:  # a worker going away: ask the others
+                log.debug("%s: event media not read (%s)", worker.id, e)
+                continue
             if data is not None:
                 return data
         return None

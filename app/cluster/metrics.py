@@ -34,12 +34,17 @@ class ClusterCollector:
         cluster = self.cluster
         families: dict[str, Metric] = {}
         ray = cluster._ray
-        alive = [w for w in cluster.pool.values() if w.alive]
+        # copies: the event loop changes these while a scrape runs on its thread
+        workers = list(cluster.pool.values())
+        carried = {sid: dict(counts) for sid, counts in list(cluster.carried.items())}
+        owned = set(cluster.owners)
+        alive = [w for w in workers if w.alive]
         if ray is not None and alive:
             refs = [w.actor.metric_families.remote() for w in alive]
+            ray.wait(refs, num_returns=len(refs), timeout=PULL_TIMEOUT_S)  # all at once
             for worker, ref in zip(alive, refs, strict=True):
                 try:
-                    pulled = ray.get(ref, timeout=PULL_TIMEOUT_S)
+                    pulled = ray.get(ref, timeout=0)
                 except Exception as e:  # a worker going away: its series are missing once
                     log.debug("metrics of %s not pulled: %s", worker.id, e)
                     continue
@@ -49,21 +54,20 @@ class ClusterCollector:
                         family.add_sample(sample, labels | {"worker": worker.id}, value)
         frames = families.setdefault("vidpipe_frames", Metric(
             "vidpipe_frames", "Frames by final outcome", "counter"))
-        for sid, counts in cluster.carried.items():
-            if counts.get("dropped_failover") and sid in cluster.owners:
+        for sid, counts in carried.items():
+            if counts.get("dropped_failover") and sid in owned:
                 frames.add_sample("vidpipe_frames_total",
                                   {"stream": sid, "outcome": "dropped_failover",
                                    "worker": "controller"}, counts["dropped_failover"])
-        workers = Metric("vidpipe_workers", "Workers of the cluster by state", "gauge")
+        gauge = Metric("vidpipe_workers", "Workers of the cluster by state", "gauge")
         for state, alive_flag in (("alive", True), ("lost", False)):
-            workers.add_sample("vidpipe_workers", {"state": state},
-                               sum(1 for w in cluster.pool.values()
-                                   if w.alive == alive_flag))
+            gauge.add_sample("vidpipe_workers", {"state": state},
+                             sum(1 for w in workers if w.alive == alive_flag))
         moves = Metric("vidpipe_stream_moves", "Streams started again on another worker "
                        "(a worker lost or joined)", "counter")
         moves.add_sample("vidpipe_stream_moves_total", {}, cluster.moves)
         yield from families.values()
-        yield workers
+        yield gauge
         yield moves
 
     def describe(self) -> list[Any]:

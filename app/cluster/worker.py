@@ -36,7 +36,7 @@ class WorkerEngine:
         limit_malloc_arenas()  # a process of its own: see app/memory.py
         self.config = ServiceConfig.model_validate_json(config_json)
         self.worker_id = worker_id
-        self.service = Service(self.config, PipelineMetrics(CollectorRegistry()))
+        self.service = Service(self.config, PipelineMetrics(CollectorRegistry()), worker_id)
         self._feed: deque[tuple[int, dict[str, Any]]] = deque(maxlen=BACKLOG)
         self._seq = itertools.count(1)
         self._subscriptions: dict[str, Subscription] = {}
@@ -55,7 +55,10 @@ class WorkerEngine:
             self._feed.append((next(self._seq), event))
 
     async def add_stream(self, body: dict[str, Any]) -> dict[str, Any]:
-        return (await self.service.add_stream(StreamConfig.model_validate(body))).public()
+        cfg = StreamConfig.model_validate(body)
+        if cfg.id is not None and cfg.id not in self.service.streams:
+            self.service.metrics.restart_counts(cfg.id)  # it may have been here before
+        return (await self.service.add_stream(cfg)).public()
 
     async def remove_stream(self, stream_id: str) -> dict[str, Any] | None:
         """Drain and remove it; its final counts (None: not here)."""

@@ -34,6 +34,13 @@ log = logging.getLogger(__name__)
 TOPIC_PART = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 
 
+def topic_part(stream: str) -> str:
+    """A stream id as one topic level: MQTT's wildcards (+ #) and level separator (/), and
+    anything outside letters, digits, _ . -, become _ (the service's ids never have them;
+    a file's name given to `vidpipe run` may)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", stream) or "_"
+
+
 def parse_mqtt_url(url: str) -> tuple[str, int, bool, str | None, str | None, str]:
     """``mqtt[s]://[user:password@]host[:port][/prefix]`` -> (host, port, tls, user,
     password, prefix); ConfigError naming what is wrong (the URL shown without its
@@ -41,8 +48,9 @@ def parse_mqtt_url(url: str) -> tuple[str, int, bool, str | None, str | None, st
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as e:
-        raise ConfigError(f"events MQTT URL {redact(url)}: {e}") from None
+    except ValueError:  # its text quotes what it took for the port: maybe the password
+        raise ConfigError(f"events MQTT URL {redact(url)}: malformed (a bad port, or a "
+                          "password holding / # or ?: percent-encode it)") from None
     if parts.scheme not in ("mqtt", "mqtts"):
         raise ConfigError(f"events MQTT URL {redact(url)}: the scheme must be mqtt:// or "
                           "mqtts://")
@@ -62,7 +70,10 @@ class MqttEvents:
     name = "mqtt"
 
     def __init__(self, url: str, metrics: PipelineMetrics, dead_letters: DeadLetters, *,
-                 queue: int = 10_000) -> None:
+                 queue: int = 10_000, instance: str | None = None) -> None:
+        """``instance``: one of several processes publishing for the service (a cluster's
+        worker), whose availability (and last will) is its own topic under
+        ``<prefix>/availability/``, so that one worker lost is not the service offline."""
         import paho.mqtt.client as mqtt
 
         self._mqtt = mqtt
@@ -78,7 +89,8 @@ class MqttEvents:
         self.client.max_queued_messages_set(queue)
         self.client.max_inflight_messages_set(100)
         self.client.reconnect_delay_set(1, 4)
-        self.availability = f"{self.prefix}/availability"
+        self.availability = f"{self.prefix}/availability" + (
+            "" if instance is None else f"/{topic_part(instance)}")
         self.client.will_set(self.availability, "offline", qos=1, retain=True)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -152,7 +164,7 @@ class MqttEvents:
             self._metrics.count_event(self.name, "sent")
 
     def publish(self, event: dict[str, Any]) -> None:
-        topic = f"{self.prefix}/{event['stream']}/events"
+        topic = f"{self.prefix}/{topic_part(event['stream'])}/events"
         info = self.client.publish(topic, json.dumps(event, separators=(",", ":")), qos=1)
         if info.rc == self._mqtt.MQTT_ERR_QUEUE_SIZE:
             self._dead.add(self.name, "queue full", event)
@@ -160,7 +172,8 @@ class MqttEvents:
         self._register(info.mid, event)
 
     def publish_state(self, stream: str, state: dict[str, Any]) -> None:
-        self._send(f"{self.prefix}/{stream}/state", json.dumps(state, separators=(",", ":")))
+        self._send(f"{self.prefix}/{topic_part(stream)}/state",
+                   json.dumps(state, separators=(",", ":")))
 
     def _send(self, topic: str, payload: str) -> None:
         """A retained message that is not an event (the latest one is what counts)."""

@@ -41,8 +41,9 @@ def check_webhooks(urls: Sequence[str],
 
 class EventOutputs:
     def __init__(self, config: EventsConfig, metrics: PipelineMetrics,
-                 first: Sequence[EventOutput] = ()) -> None:
-        """``first``: outputs opened by the caller (the events file), published to first."""
+                 first: Sequence[EventOutput] = (), instance: str | None = None) -> None:
+        """``first``: outputs opened by the caller (the events file), published to first;
+        ``instance``: which of several processes of the service this is (a worker)."""
         self.config = config
         self.dead_letters = DeadLetters(config.dead_letter_path, metrics)
         self.outputs: list[EventOutput] = list(first)
@@ -50,7 +51,7 @@ class EventOutputs:
         try:
             if config.mqtt is not None:
                 self._network.append(MqttEvents(config.mqtt, metrics, self.dead_letters,
-                                                queue=config.queue))
+                                                queue=config.queue, instance=instance))
             secret = os.environ.get(SECRET_VARIABLE, "").encode()
             for n, url in enumerate(config.webhooks, 1):
                 name = "webhook" if len(config.webhooks) == 1 else f"webhook-{n}"

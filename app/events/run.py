@@ -36,6 +36,8 @@ class RunEvents:
                  end_s_of: Callable[[str], float]) -> None:
         self.path = out / "events.jsonl"
         self.media_dir = out / config.media_dir
+        # the dead-letter file beside the media, under OUT (not where the command was run)
+        config = config.model_copy(update={"dead_letter": out / config.dead_letter_path})
         self._made_media_dir = not self.media_dir.exists()
         self.log = EventLog(self.path, metrics)
         self.rings: dict[str, PacketRing] = {}
@@ -50,7 +52,8 @@ class RunEvents:
             self.media = MediaWriter(store, config.clips, media_path)
         self.config = config
         self.sink = EventSink(spec, config, self.outputs.outputs, fps_of=fps_of,
-                              end_s_of=end_s_of, rings=self.rings, media=self.media)
+                              end_s_of=end_s_of, rings=self.rings, media=self.media,
+                              metrics=metrics)
 
     def ring(self, stream: str) -> PacketRing | None:
         """A packet ring for ``stream``'s clips (None: no clips)."""
@@ -61,10 +64,16 @@ class RunEvents:
         return ring
 
     def close(self, commit: bool = True) -> None:
-        self.sink.close(commit)
-        if self.media is not None:
-            self.media.close()
-        self.outputs.close()
-        self.log.close(commit)
-        if not commit and self._made_media_dir and self.media_dir.is_dir():
-            shutil.rmtree(self.media_dir, ignore_errors=True)
+        """Each step whatever the one before it did: the outputs deliver what they hold
+        even if writing a medium failed."""
+        try:
+            self.sink.close(commit)
+            if self.media is not None:
+                self.media.close()
+        finally:
+            try:
+                self.outputs.close()
+            finally:
+                self.log.close(commit)
+                if not commit and self._made_media_dir and self.media_dir.is_dir():
+                    shutil.rmtree(self.media_dir, ignore_errors=True)

@@ -47,8 +47,9 @@ def check_webhook_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- a bad port raises here
-    except ValueError as e:
-        raise ConfigError(f"webhook {redact(url)}: {e}") from None
+    except ValueError:  # its text quotes what it took for the port: maybe a password
+        raise ConfigError(f"webhook {redact(url)}: malformed (a bad port, or a password "
+                          "holding / # or ?: percent-encode it)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"webhook {redact(url)}: only http:// and https:// URLs with a "
                           "host are allowed")
@@ -89,11 +90,16 @@ class WebhookEvents:
 
     def _run(self) -> None:
         while (event := self._queue.get()) is not None:
-            if self._stop.is_set():
-                self._dead.add(self.name, "not sent before stop", event)
-            else:
-                self._busy = True
-                self._deliver(event)
+            try:
+                if self._stop.is_set():
+                    self._dead.add(self.name, "not sent before stop", event)
+                else:
+                    self._busy = True
+                    self._deliver(event)
+            except Exception as e:  # the sender goes on: what failed is counted, and logged
+                self._metrics.count_event(self.name, "dropped")
+                log.error("webhook %s: an event was lost (%s)", self.shown, e)
+            finally:
                 self._busy = False
 
     def _deliver(self, event: dict[str, Any]) -> None:
@@ -140,6 +146,24 @@ class WebhookEvents:
         while (self._busy or not self._queue.empty()) and time.monotonic() < deadline:
             time.sleep(0.02)
         self._stop.set()
-        self._queue.put(None)  # behind what is left, which the sender now gives up at once
-        self._thread.join()
+        # behind what is left, which the sender now gives up at once (a request in flight
+        # ends at its timeout; the sender is a daemon thread: the process never waits longer)
+        sentinel_by = time.monotonic() + sum(self.timeout_s) + 5.0
+        while time.monotonic() < sentinel_by:
+            try:
+                self._queue.put(None, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        self._thread.join(max(0.0, sentinel_by - time.monotonic()))
+        while True:  # what the sender did not reach
+            try:
+                event = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if event is not None:
+                self._dead.add(self.name, "not sent before stop", event)
+        if self._thread.is_alive():
+            log.warning("webhook %s: a request was still in flight at the stop; that one "
+                        "event is neither sent nor in the dead-letter file", self.shown)
         self._session.close()

@@ -106,9 +106,12 @@ class MediaStore:
         for folder in folders:
             with os.scandir(folder) as entries:
                 for entry in entries:
-                    if entry.is_file() and not entry.name.startswith("."):
-                        info = entry.stat()
-                        files.append((info.st_mtime, info.st_size, Path(entry.path)))
+                    try:
+                        if entry.is_file() and not entry.name.startswith("."):
+                            info = entry.stat()
+                            files.append((info.st_mtime, info.st_size, Path(entry.path)))
+                    except FileNotFoundError:  # pruned meanwhile by another writer
+                        continue
         files.sort()
         removed = 0
         total = sum(size for _, size, _ in files)

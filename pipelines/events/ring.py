@@ -54,7 +54,7 @@ class ClipPackets:
 
     @property
     def end(self) -> float:
-        return self.packets[-1].at
+        return max(p.at for p in self.packets)
 
 
 class PacketRing:
@@ -134,9 +134,11 @@ class PacketRing:
             return self._latest is not None and self._latest >= at
 
     def cut(self, start: float, end: float) -> ClipPackets | None:
-        """The packets from the last key frame at or before ``start`` (or the oldest one
-        kept, when the ring no longer reaches back to it) to the last packet at or before
-        ``end``, in decoding order; None when the ring holds nothing of that span."""
+        """The packets, in decoding order, from the last key frame at or before ``start``
+        (or the oldest one kept, when the ring no longer reaches back to it) through the
+        last one shown at or before ``end``, with every packet between (a reference frame
+        shown after ``end`` that an earlier B-frame needs is kept); None when the ring holds
+        nothing of that span."""
         with self._lock:
             packets = list(self._packets)
             template = self._template
@@ -148,8 +150,12 @@ class PacketRing:
                 break
         if first is None:
             return None
-        chosen = [p for p in packets[first:] if p.at <= end]
-        if not chosen or chosen[-1].at < start:
+        last = max((i for i in range(first, len(packets)) if packets[i].at <= end),
+                   default=None)
+        if last is None:
+            return None
+        chosen = packets[first:last + 1]
+        if max(p.at for p in chosen) < start:
             return None
         return ClipPackets(template, chosen)
 
@@ -167,9 +173,12 @@ class RecordingSource:
         self._source = source
         self.ring = ring
 
-    def packets(self) -> Iterator[av.Packet]:
+    def packets(self) -> Iterator[av.Packet | None]:
         epoch = None
         for packet in self._source.packets():
+            if packet is None:  # a paced file's end: the decoder's flush, nothing to keep
+                yield packet
+                continue
             if self._source.epoch != epoch:
                 epoch = self._source.epoch
                 self.ring.new_segment(self._source.video)

@@ -3,9 +3,12 @@
 
 On the sink stage, in frame order per stream: each result's object events (``new``,
 ``update``) and analytics events (``line_cross``, ``zone_enter``, ...) are stamped and
-published at once; an object's ``end`` goes to the MediaWriter, which writes its snapshot and
-waits for its clip's last packets (``post_s`` after the object was last seen) before
-publishing it, so the URIs an ``end`` carries always resolve. An output never blocks the
+published at once (an output that raises loses that event, counted ``dropped``, and never
+the pipeline or the other outputs); an object's ``end`` goes to the MediaWriter, which
+writes its snapshot and waits for its clip's last packets (``post_s`` after the object was
+last seen) before publishing it, so the URIs an ``end`` carries always resolve. The one
+media thread serves every stream in turn: a stream whose packets stop coming holds the
+``end`` events queued behind its own for up to ``post_s`` + 10 s. An output never blocks the
 pipeline: each takes an event into its own bounded queue and counts what it could not send.
 """
 
@@ -30,6 +33,7 @@ from pipelines.events.media import MediaStore, write_clip, write_snapshots
 from pipelines.events.ring import PacketRing
 from pipelines.events.schema import EventStamper
 from pipelines.frame import Frame, Result
+from pipelines.metrics import PipelineMetrics
 from pipelines.sinks.stage import ClosingSink
 
 log = logging.getLogger(__name__)
@@ -92,7 +96,7 @@ class MediaWriter:
                 self.written["failed"] += 1
                 log.error("stream %s: media of event %s not written: %s", job.stream,
                           job.event["id"], e)
-            job.publish(job.event)
+            job.publish(job.event)  # EventSink._publish: each output's failure is its own
 
     def _write(self, job: MediaJob) -> None:
         event, folder = job.event, self.store.folder(job.stream)
@@ -143,7 +147,8 @@ class EventSink(ClosingSink):
     def __init__(self, spec: ModelSpec, settings: EventSettings, outputs: list[EventOutput],
                  *, fps_of: Callable[[str], float], end_s_of: Callable[[str], float],
                  rings: dict[str, PacketRing] | None = None,
-                 media: MediaWriter | None = None) -> None:
+                 media: MediaWriter | None = None,
+                 metrics: PipelineMetrics | None = None) -> None:
         self.spec, self.settings, self.outputs = spec, settings, outputs
         self._fps_of, self._end_s_of = fps_of, end_s_of
         self.rings = rings if rings is not None else {}
@@ -151,6 +156,8 @@ class EventSink(ClosingSink):
         self.wants_images = media is not None and settings.snapshots
         self.streams: dict[str, StreamEvents] = {}
         self.published = 0
+        self.metrics = metrics
+        self._failing: set[int] = set()  # outputs whose failure was logged
 
     def write(self, result: Result) -> None:
         if result.analytics is None:
@@ -171,8 +178,7 @@ class EventSink(ClosingSink):
         for event in result.events:
             self._publish(stream.stamper.analytics_event(event, result.frame, boxes))
         if result.events:
-            for output in self.outputs:
-                output.publish_state(sid, result.analytics)
+            self._publish_state(sid, result.analytics)
         for change in ends:
             self._end(stream, sid, change)
 
@@ -194,7 +200,27 @@ class EventSink(ClosingSink):
     def _publish(self, event: dict[str, Any]) -> None:
         self.published += 1
         for output in self.outputs:
-            output.publish(event)
+            try:
+                output.publish(event)
+            except Exception as e:  # one output failing (a full disk) is not the others'
+                self._failed(output, e, event)
+
+    def _publish_state(self, stream: str, state: dict[str, Any]) -> None:
+        for output in self.outputs:
+            try:
+                output.publish_state(stream, state)
+            except Exception as e:
+                self._failed(output, e, None)
+
+    def _failed(self, output: EventOutput, error: Exception,
+                event: dict[str, Any] | None) -> None:
+        """An output that raised: counted as its event dropped, logged once per output."""
+        if event is not None and self.metrics is not None:
+            self.metrics.count_event(output.name, "dropped")
+        if id(output) not in self._failing:
+            self._failing.add(id(output))
+            log.error("events: the %s output failed, and loses what it cannot take: %s",
+                      output.name, error)
 
     def finish(self, stream: str) -> None:
         """``stream`` ended: its live objects end."""

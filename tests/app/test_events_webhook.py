@@ -164,3 +164,16 @@ def test_a_run_never_waits_on_a_slow_receiver(tmp_path, monkeypatch):
     assert sorted(json.loads(b)["id"] for _, b, _ in receiver.requests) == \
         sorted(e["id"] for e in written)
     assert not (tmp_path / "dead.jsonl").exists()
+
+
+def test_a_malformed_url_never_shows_its_password():
+    from app.events.mqtt import parse_mqtt_url, topic_part
+    from app.events.webhook import check_webhook_url
+    from pipelines.errors import ConfigError
+
+    for check, url in ((parse_mqtt_url, "mqtt://admin:s3cr/et@broker/vid"),
+                       (check_webhook_url, "https://u:hunter2#x@host/hook")):
+        with pytest.raises(ConfigError) as refused:
+            check(url)
+        assert "s3cr" not in str(refused.value) and "hunter2" not in str(refused.value)
+    assert topic_part("lobby#2/a+b") == "lobby_2_a_b"

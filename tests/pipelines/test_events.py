@@ -180,3 +180,92 @@ def test_media_are_pruned_by_age_then_by_size(tmp_path):
         os.utime(path, (now - age_s, now - age_s))
     assert store.prune(now) == 2  # a: too old; b: the oldest while over 1 MB
     assert sorted(p.name for p in folder.iterdir()) == ["c.mp4", "d.jpg"]
+
+
+def test_a_recording_source_passes_a_paced_file_s_flush_on_without_keeping_it(gop_clip):
+    """A paced file ends its packets with None (the decoder's flush): the ring keeps the
+    packets, and the None goes on to the decoder."""
+    from pipelines.events.ring import RecordingSource
+
+    class Flushing:
+        epoch = 0
+
+        def __init__(self) -> None:
+            self.container = av.open(str(gop_clip))
+            self.video = self.container.streams.video[0]
+
+        def packets(self):
+            yield from self.container.demux(self.video)
+            yield None
+
+        def close(self) -> None:
+            self.container.close()
+
+    source = Flushing()
+    ring = PacketRing(60, 10 ** 8)
+    seen = list(RecordingSource(source, ring).packets())
+    source.close()
+    assert seen[-1] is None and ring.newest == pytest.approx(3.96)
+
+
+def test_a_clip_of_b_frames_keeps_the_reference_frames_they_need(tmp_path):
+    """With B-frames, a reference frame shown after the clip's end comes before the
+    B-frames shown within it in decoding order: it is kept, and every frame decodes."""
+    path = tmp_path / "bframes.mp4"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=25, options={"g": "25", "bf": "2",
+                                                             "sc_threshold": "0"})
+        stream.width, stream.height, stream.pix_fmt = 160, 96, "yuv420p"
+        for k in range(50):
+            image = np.full((96, 160, 3), (k * 5) % 255, np.uint8)
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        out.mux(stream.encode(None))
+    ring = PacketRing(60, 10 ** 8)
+    fill(ring, path)
+    cut = ring.cut(1.0, 1.45)
+    assert cut is not None, [(p.at, p.keyframe) for p in ring.cut(0, 9).packets]
+    assert any(p.at > 1.45 for p in cut.packets)  # the reference shown after the end
+    write_clip(tmp_path / "clip.mp4", cut)
+    with av.open(str(tmp_path / "clip.mp4")) as container:
+        shown = [float(f.pts * f.time_base) for f in container.decode(video=0)]
+    assert [t for t in shown if t <= 1.45] == pytest.approx([1.0 + k / 25 for k in range(12)])
+
+
+def test_an_output_that_raises_loses_its_event_alone():
+    from models.zoo import resolve_model
+    from pipelines.events.config import EventSettings
+    from pipelines.events.sink import EventSink
+    from pipelines.metrics import PipelineMetrics
+
+    class Broken:
+        name = "broken"
+
+        def publish(self, event):
+            raise OSError("disk full")
+
+        def publish_state(self, stream, state):
+            raise OSError("disk full")
+
+    class Kept:
+        name = "kept"
+
+        def __init__(self) -> None:
+            self.events = []
+
+        def publish(self, event):
+            self.events.append(event)
+
+        def publish_state(self, stream, state):
+            pass
+
+    _, spec = resolve_model("shapes-yolo")
+    metrics, kept = PipelineMetrics(), Kept()
+    sink = EventSink(spec, EventSettings(snapshots=False), [Broken(), kept],
+                     fps_of=lambda _: 10.0, end_s_of=lambda _: 1.0, metrics=metrics)
+    for k in range(3):
+        r = result(k, [[10 * k, 0, 10 * k + 20, 20]], [1])
+        r.events.append({"type": "line_cross", "line": "door", "direction": "in",
+                         "track_id": 1, "class": "box"})
+        sink.write(r)
+    assert [e["type"] for e in kept.events][:2] == ["new", "line_cross"]
+    assert metrics.events[("broken", "dropped")] == len(kept.events)
