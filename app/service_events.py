@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.config import ServiceConfig
-from app.events.outputs import EventOutputs
+from app.events.outputs import EventOutputs, close_in_turn
 from models.spec import ModelSpec
 from pipelines.events.files import EventFiles
 from pipelines.events.media import MediaStore
@@ -95,14 +95,6 @@ class ServiceEvents:
                          media=self.media, metrics=self.metrics)
 
     def close(self) -> None:
-        """After the streams: their objects' media, then the sinks' deliveries (each step
-        whatever the one before it did)."""
-        try:
-            if self.media is not None:
-                self.media.close()
-        finally:
-            try:
-                self.outputs.close()
-            finally:
-                if self.files is not None:
-                    self.files.close()
+        """After the streams: their objects' media, then the sinks' deliveries."""
+        close_in_turn(self.media.close if self.media is not None else None,
+                      self.outputs.close, self.files.close if self.files is not None else None)

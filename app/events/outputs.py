@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from ipaddress import IPv4Network, IPv6Network
 
 from app.events.config import EventsConfig
@@ -20,6 +20,21 @@ from pipelines.metrics import PipelineMetrics
 log = logging.getLogger(__name__)
 
 SECRET_VARIABLE = "VIDPIPE_WEBHOOK_SECRET"
+
+
+def close_in_turn(*steps: Callable[[], object] | None) -> None:
+    """Run each closing step whatever the ones before it did (the network sinks deliver
+    what they hold even if writing a medium failed); the first error is raised at the end."""
+    error: BaseException | None = None
+    for step in steps:
+        if step is None:
+            continue
+        try:
+            step()
+        except BaseException as e:  # noqa: BLE001 -- kept, raised once every step ran
+            error = error or e
+    if error is not None:
+        raise error
 
 
 def check_webhooks(urls: Sequence[str],

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.events.config import EventsConfig
-from app.events.outputs import EventOutputs
+from app.events.outputs import EventOutputs, close_in_turn
 from models.spec import ModelSpec
 from pipelines.events.files import EventLog
 from pipelines.events.media import MediaStore
@@ -64,16 +64,12 @@ class RunEvents:
         return ring
 
     def close(self, commit: bool = True) -> None:
-        """Each step whatever the one before it did: the outputs deliver what they hold
-        even if writing a medium failed."""
-        try:
-            self.sink.close(commit)
-            if self.media is not None:
-                self.media.close()
-        finally:
-            try:
-                self.outputs.close()
-            finally:
-                self.log.close(commit)
-                if not commit and self._made_media_dir and self.media_dir.is_dir():
-                    shutil.rmtree(self.media_dir, ignore_errors=True)
+        close_in_turn(lambda: self.sink.close(commit),
+                      self.media.close if self.media is not None else None,
+                      self.outputs.close,
+                      lambda: self.log.close(commit),
+                      None if commit else self._discard_media)
+
+    def _discard_media(self) -> None:
+        if self._made_media_dir and self.media_dir.is_dir():
+            shutil.rmtree(self.media_dir, ignore_errors=True)
