@@ -312,7 +312,7 @@ def _known(stream_id: str) -> Iterator[None]:
 async def _events(engine: Engine, request: Request) -> AsyncIterator[str]:
     """Server-sent events: ``stats`` every second, ``stream``/``removed`` on state changes,
     ``event`` for each event of a tracked stream."""
-    queue = engine.subscribe()
+    queue = engine.readers.subscribe()
     next_stats = time.monotonic()
     try:
         while not await request.is_disconnected():
@@ -327,7 +327,7 @@ async def _events(engine: Engine, request: Request) -> AsyncIterator[str]:
                 continue
             yield _sse(event["type"], event)
     finally:
-        engine.unsubscribe(queue)
+        engine.readers.unsubscribe(queue)
 
 
 async def _results(feed: ResultFeed, request: Request) -> AsyncIterator[str]:

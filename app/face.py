@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from prometheus_client import generate_latest
 
 from app.config import AnalyticsUpdate, StreamConfig
+from app.feed import FeedReaders
 from app.service import Service
 from app.stats import stats
 from pipelines.errors import ConfigError
@@ -66,9 +67,8 @@ class Engine(Protocol):
 
     async def add_worker(self) -> dict[str, Any]: ...
 
-    def subscribe(self) -> asyncio.Queue[dict[str, Any]]: ...
-
-    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None: ...
+    @property
+    def readers(self) -> FeedReaders: ...
 
 
 class LocalFeed:
@@ -150,8 +150,6 @@ class LocalEngine:
         raise ConfigError("this service runs in one process: start it with --workers N "
                           "(or --ray-address) to add workers")
 
-    def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
-        return self.service.subscribe()
-
-    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        self.service.unsubscribe(queue)
+    @property
+    def readers(self) -> FeedReaders:
+        return self.service.readers

@@ -84,7 +84,7 @@ class Service:
         loop = asyncio.get_running_loop()
 
         def on_event(event: dict[str, Any]) -> None:  # from the sink and media threads
-            loop.call_soon_threadsafe(self._emit, {"type": "event", "event": event})
+            loop.call_soon_threadsafe(self.readers.emit, {"type": "event", "event": event})
 
         self.events = await asyncio.to_thread(ServiceEvents, self.config, self.metrics,
                                               on_event, self.instance)
@@ -132,7 +132,7 @@ class Service:
                 await self._unload_if_idle(detector)
             raise
         rt.task = asyncio.create_task(self._run(rt), name=f"stream-{stream_id}")
-        self._emit({"type": "stream", "stream": rt.public()})
+        self.readers.emit({"type": "stream", "stream": rt.public()})
         log.info("stream %s added: %s (%s)", stream_id, rt.url, kind)
         return rt
 
@@ -240,7 +240,7 @@ class Service:
             shown = "restarting"
         rt.state = shown
         self.metrics.set_stream_up(rt.id, shown == "up")
-        self._emit({"type": "stream", "stream": rt.public()})
+        self.readers.emit({"type": "stream", "stream": rt.public()})
 
     def _detector_state(self, detector: SharedDetector, state: str, error: str | None) -> None:
         """A detector is being rebuilt (``restarting``) or is back (``up``): its streams show
@@ -303,7 +303,7 @@ class Service:
                                       current.config.detect_every)
             if config is not None:
                 current.reconfigure(config)
-        self._emit({"type": "stream", "stream": rt.public()})
+        self.readers.emit({"type": "stream", "stream": rt.public()})
         log.info("stream %s: %d line(s), %d zone(s)", stream_id, len(update.lines),
                  len(update.zones))
         return rt
@@ -313,7 +313,7 @@ class Service:
         ``outcomes``)."""
         rt = self.streams.pop(stream_id)
         await self._stop(rt, timeout_s)
-        self._emit({"type": "removed", "stream": rt.public()})
+        self.readers.emit({"type": "removed", "stream": rt.public()})
         log.info("stream %s removed", stream_id)
         return {"received": self.metrics.received[stream_id],
                 "outcomes": dict(self.metrics.outcomes[stream_id])}
@@ -355,12 +355,3 @@ class Service:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    def subscribe(self, maxsize: int = 100) -> asyncio.Queue[dict[str, Any]]:
-        return self.readers.subscribe(maxsize)
-
-    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        self.readers.unsubscribe(queue)
-
-    def _emit(self, event: dict[str, Any]) -> None:
-        self.readers.emit(event)

@@ -67,7 +67,6 @@ class WorkerState:
     joining: bool = True  # started; the streams it is to take not moved to it yet
     missed: int = 0
     seq: int = 0  # the last feed event taken from it
-    beat_at: float = 0.0
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)  # as at its last beat
 
     def public(self, owned: list[str]) -> dict[str, Any]:
@@ -107,7 +106,6 @@ class Cluster:
         self.carried: dict[str, Counter[str]] = {}
         self.carried_received: Counter[str] = Counter()
         self.moves = 0
-        self.failovers: list[dict[str, Any]] = []
         self.ready = False
         self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
         self.readers = FeedReaders()  # the API's event feed
@@ -198,7 +196,7 @@ class Cluster:
         except BaseException:
             self._ray.kill(actor, no_restart=True)  # its reservation (a GPU) is freed
             raise
-        state = WorkerState(wid, actor, info["pid"], info["node"], beat_at=time.monotonic())
+        state = WorkerState(wid, actor, info["pid"], info["node"])
         self.pool[wid] = state
         log.info("%s up: pid %s on %s", wid, state.pid, state.node)
         return state
@@ -276,7 +274,7 @@ class Cluster:
         shown = await self._await(worker.actor.add_stream.remote(cfg.model_dump(mode="json")))
         worker.streams[sid] = shown
         self.owners[sid] = wid
-        self._emit({"type": "stream", "stream": shown | {"worker": wid}})
+        self.readers.emit({"type": "stream", "stream": shown | {"worker": wid}})
 
     def _next_id(self) -> str:
         while (candidate := f"stream-{next(self._ids)}") in self.owners:
@@ -291,7 +289,7 @@ class Cluster:
             self.carried.pop(stream_id, None)  # a stream added again later starts at zero
             self.carried_received.pop(stream_id, None)
             shown = worker.streams.pop(stream_id, {"id": stream_id})
-        self._emit({"type": "removed", "stream": shown | {"worker": worker.id}})
+        self.readers.emit({"type": "removed", "stream": shown | {"worker": worker.id}})
 
     async def set_analytics(self, stream_id: str, update: AnalyticsUpdate) -> dict[str, Any]:
         async with self._lock:
@@ -348,7 +346,7 @@ class Cluster:
             asyncio.create_task(self._failover(worker, why), name=f"failover-{worker.id}")
 
     def _took(self, worker: WorkerState, beat: dict[str, Any]) -> None:
-        worker.missed, worker.beat_at = 0, time.monotonic()
+        worker.missed = 0
         worker.streams = {sid: s for sid, s in beat["streams"].items()
                           if self.owners.get(sid) == worker.id}
         for seq, event in beat["feed"]:
@@ -365,7 +363,7 @@ class Cluster:
             event = {"type": event["type"], "stream": event["stream"] | {"worker": worker.id}}
         elif event["type"] == "event":
             self._recent.append(event["event"])
-        self._emit(event)
+        self.readers.emit(event)
 
     async def _failover(self, worker: WorkerState, why: str) -> None:
         async with self._lock:
@@ -384,8 +382,8 @@ class Cluster:
             moves = orphaned(self.owners, worker.id, self._load(), self.config.max_streams)
             for sid, target in moves.items():
                 await self._restart_elsewhere(sid, target)
-            self.failovers.append({"worker": worker.id, "why": why, "streams": lost,
-                                   "seconds": round(time.monotonic() - began, 3)})
+            log.info("%s's %d stream(s) moved in %.2f s", worker.id, len(lost),
+                     time.monotonic() - began)
         if self._local:
             asyncio.create_task(self._replace(), name="cluster-replace")
 
@@ -406,7 +404,7 @@ class Cluster:
         self.configs.pop(sid, None)
         self.carried.pop(sid, None)
         self.carried_received.pop(sid, None)
-        self._emit({"type": "removed", "stream": {"id": sid, "state": "failed",
+        self.readers.emit({"type": "removed", "stream": {"id": sid, "state": "failed",
                                                   "error": why}})
 
     async def _replace(self) -> None:
@@ -491,12 +489,3 @@ class Cluster:
     async def workers(self) -> list[dict[str, Any]]:
         return [w.public(sorted(s for s, o in self.owners.items() if o == w.id))
                 for w in self.pool.values()]
-
-    def subscribe(self, maxsize: int = 100) -> asyncio.Queue[dict[str, Any]]:
-        return self.readers.subscribe(maxsize)
-
-    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        self.readers.unsubscribe(queue)
-
-    def _emit(self, event: dict[str, Any]) -> None:
-        self.readers.emit(event)

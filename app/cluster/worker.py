@@ -45,7 +45,7 @@ class WorkerEngine:
 
     async def start(self) -> dict[str, Any]:
         await self.service.start()
-        queue = self.service.subscribe(maxsize=BACKLOG)
+        queue = self.service.readers.subscribe(maxsize=BACKLOG)
         self._pump = asyncio.create_task(self._keep(queue))
         return {"pid": os.getpid(), "node": socket.gethostname()}
 

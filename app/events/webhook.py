@@ -135,10 +135,6 @@ class WebhookEvents:
             return "retry"
         return f"refused: HTTP {answer.status_code}"
 
-    @property
-    def queued(self) -> int:
-        return self._queue.qsize()
-
     def close(self, timeout_s: float = 5.0) -> None:
         """Send what is queued for up to ``timeout_s``; what is left (and an event whose
         retries the stop cut short) goes to the dead-letter file."""

@@ -76,11 +76,6 @@ class EventFiles:
     def publish_state(self, stream: str, state: dict[str, Any]) -> None:
         """The counts are in each result line and the API."""
 
-    @property
-    def open_files(self) -> int:
-        with self._lock:
-            return len(self._files)
-
     def close(self) -> None:
         with self._lock:
             files, self._files = list(self._files.values()), OrderedDict()

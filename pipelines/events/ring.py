@@ -71,8 +71,6 @@ class PacketRing:
         self.closed = False
         self._offset_s = 0.0  # stream pts -> the ring's clock
         self._latest: float | None = None  # the latest time on the ring's clock
-        self.appended = 0  # packets, and bytes, since the ring was made
-        self.appended_bytes = 0
 
     def new_segment(self, stream: av.video.stream.VideoStream) -> None:
         """Packets from now on belong to ``stream`` (a first or a new connection)."""
@@ -102,8 +100,6 @@ class PacketRing:
             self._latest = at if self._latest is None else max(self._latest, at)
             self._packets.append(stored)
             self._bytes += len(stored.data)
-            self.appended += 1
-            self.appended_bytes += len(stored.data)
             self._trim()
             self._lock.notify_all()
 

@@ -21,9 +21,6 @@ from pipelines.events.lifecycle import ObjectEvent, TrackedObject
 from pipelines.frame import Frame
 
 SCHEMA = "vidpipe.event/1"
-OBJECT_EVENTS = ("new", "update", "end")
-ANALYTICS_EVENTS = ("line_cross", "zone_enter", "zone_exit", "loiter", "crowd_begin",
-                    "crowd_end")
 
 
 def digest(*parts: object) -> str:

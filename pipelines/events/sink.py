@@ -20,7 +20,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -75,8 +75,6 @@ class MediaWriter:
     store: MediaStore
     clips: ClipSettings | None
     uri: Callable[[str, str, str], str]  # (kind, event id, stream) -> what the event says
-    written: dict[str, int] = field(default_factory=lambda: {"snapshot": 0, "clip": 0,
-                                                             "failed": 0})
 
     def __post_init__(self) -> None:
         self._jobs: queue.Queue[MediaJob | None] = queue.Queue()
@@ -93,7 +91,6 @@ class MediaWriter:
             try:
                 self._write(job)
             except Exception as e:  # the event still goes, without what failed
-                self.written["failed"] += 1
                 log.error("stream %s: media of event %s not written: %s", job.stream,
                           job.event["id"], e)
             job.publish(job.event)  # EventSink._publish: each output's failure is its own
@@ -104,7 +101,6 @@ class MediaWriter:
             write_snapshots(folder, event["id"], job.best, job.class_id, job.spec)
             event["snapshot"] = self.uri("snapshot", event["id"], job.stream)
             event["snapshot_clean"] = self.uri("clean", event["id"], job.stream)
-            self.written["snapshot"] += 1
         if job.clip is not None and job.ring is not None and self.clips is not None:
             start, end = job.clip
             job.ring.wait_until(end, self.clips.post_s + CLIP_GRACE_S)
@@ -113,7 +109,6 @@ class MediaWriter:
                 event["clip_s"] = round(write_clip(folder / f"{event['id']}.mp4", cut), 3)
                 event["clip_start_pts"] = round(cut.start, 6)
                 event["clip"] = self.uri("clip", event["id"], job.stream)
-                self.written["clip"] += 1
         if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
             self._pruned_at = time.monotonic()
             self.store.prune()
@@ -155,7 +150,6 @@ class EventSink(ClosingSink):
         self.media = media
         self.wants_images = media is not None and settings.snapshots
         self.streams: dict[str, StreamEvents] = {}
-        self.published = 0
         self.metrics = metrics
         self._failing: set[int] = set()  # outputs whose failure was logged
 
@@ -167,17 +161,17 @@ class EventSink(ClosingSink):
         if stream is None:
             stream = self.streams[sid] = StreamEvents(sid, self.settings, self.spec,
                                                       self._fps_of(sid), self._end_s_of(sid))
-        stream.last_frame = result.frame.without_image()
-        boxes = boxes_by_track(result)
+        stream.last_frame = result.frame  # what the stream's last ends are said on
         ends = []
         for change in stream.lifecycle.update(result):
             if change.kind == "end":
                 ends.append(change)
             else:
                 self._publish(stream.stamper.object_event(change))
-        for event in result.events:
-            self._publish(stream.stamper.analytics_event(event, result.frame, boxes))
         if result.events:
+            boxes = boxes_by_track(result)
+            for event in result.events:
+                self._publish(stream.stamper.analytics_event(event, result.frame, boxes))
             self._publish_state(sid, result.analytics)
         for change in ends:
             self._end(stream, sid, change)
@@ -198,7 +192,6 @@ class EventSink(ClosingSink):
                                    self.rings.get(sid), self._publish))
 
     def _publish(self, event: dict[str, Any]) -> None:
-        self.published += 1
         for output in self.outputs:
             try:
                 output.publish(event)

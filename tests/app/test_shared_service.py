@@ -159,7 +159,7 @@ def test_a_rebuilt_detector_shows_restarting_then_up_and_its_streams_go_on(small
 
     async def main() -> None:
         async with service:
-            events = service.subscribe()
+            events = service.readers.subscribe()
             rt = await service.add_stream(StreamConfig(url=str(media / "cam.mp4"), id="a"))
             await _until(lambda: rt.state == "restarting")
             assert "the runtime died" in (rt.error or "")
