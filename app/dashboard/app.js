@@ -408,6 +408,8 @@ function eventRow(e) {
         video.muted = true;
         video.dataset.testid = `event-${e.id}-video`;
         video.src = await mediaUrl(e.clip);
+        row.classList.add('watched');
+        video.addEventListener('ended', () => row.classList.remove('watched'));
         button.replaceWith(video);
         video.play().catch(() => {});
       } catch (error) {
@@ -425,11 +427,14 @@ function addEvent(e) {
   const list = $('events');
   $('no-events').hidden = true;
   list.insertBefore(eventRow(e), $('no-events').nextSibling);
-  while (list.children.length > MAX_EVENTS + 1) {
-    const last = list.lastElementChild;
-    shownEvents.delete(last.dataset.testid.slice(6));
-    last.querySelectorAll('img, video').forEach((m) => m.src && URL.revokeObjectURL(m.src));
-    last.remove();
+  // The oldest rows go first, except one whose clip is playing: it stays until the clip ends.
+  const rows = [...list.children].filter((row) => row.id !== 'no-events');
+  const spare = rows.filter((row) => !row.classList.contains('watched'));
+  const kept = Math.max(0, MAX_EVENTS - (rows.length - spare.length));
+  for (const row of spare.slice(kept)) {
+    shownEvents.delete(row.dataset.testid.slice(6));
+    row.querySelectorAll('img, video').forEach((m) => m.src && URL.revokeObjectURL(m.src));
+    row.remove();
   }
 }
 

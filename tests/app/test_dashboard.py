@@ -280,13 +280,15 @@ def test_dashboard_lists_events_with_their_snapshots_and_plays_a_clip(browser, t
         try:
             page.add_init_script("sessionStorage.setItem('vidpipe.apiToken', 'ev3nts')")
             page.goto(f"{base}/")
-            ended = page.locator('#events li[data-type="end"]').first
-            expect(ended).to_be_visible(timeout=60_000)
+            expect(page.locator('#events li[data-type="line_cross"]').first).to_contain_text(
+                re.compile(r"line middle (in|out)"), timeout=60_000)
+            first_end = page.locator('#events li[data-type="end"]').first
+            expect(first_end).to_be_visible(timeout=60_000)
+            # Held by its id: newer events go on top of the list while the test reads it.
+            ended = page.get_by_test_id(first_end.get_attribute("data-testid"))
+            ended.locator("button.clip").click()
             expect(ended.locator("img")).to_have_attribute("data-loaded", "true",
                                                            timeout=10_000)
-            expect(page.locator('#events li[data-type="line_cross"]').first).to_contain_text(
-                re.compile(r"line middle (in|out)"), timeout=30_000)
-            ended.locator("button.clip").click()
             video = ended.locator("video")
             expect(video).to_be_visible(timeout=10_000)
             page.wait_for_function("v => v.readyState >= 1 && v.duration > 0",
