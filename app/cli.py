@@ -376,8 +376,8 @@ def serve(
     """Run the service: REST API for streams, live dashboard at /, Prometheus at /metrics.
 
     Streams are added and removed at runtime (POST/DELETE /api/streams); those in the config
-    start at boot. Set VIDPIPE_API_TOKEN to require a bearer token on changes. SIGTERM drains
-    the streams and exits."""
+    start at boot. Set VIDPIPE_API_TOKEN (or VIDPIPE_API_TOKEN_FILE, a file holding it) to
+    require a bearer token on every data route. SIGTERM drains the streams and exits."""
     limit_malloc_arenas()  # before any stream's threads: see app/memory.py
     _configure_logging(log_level)
     try:

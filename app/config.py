@@ -2,8 +2,9 @@
 
 Every key is checked (``extra="forbid"``), and an error names the key and what it allows. An
 environment variable ``VIDPIPE_<KEY>`` overrides a top-level key (``VIDPIPE_PORT=9000``; lists
-and mappings as JSON: ``VIDPIPE_MEDIA_ROOTS='["/srv/media"]'``). ``VIDPIPE_API_TOKEN`` is read
-only from the environment, never from a file that might be committed.
+and mappings as JSON: ``VIDPIPE_MEDIA_ROOTS='["/srv/media"]'``). The API token is read only
+from ``VIDPIPE_API_TOKEN``, or from the file ``VIDPIPE_API_TOKEN_FILE`` names (a mounted secret,
+as the compose file does), never from the config, which might be committed.
 """
 
 from __future__ import annotations
@@ -137,6 +138,25 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return overrides
 
 
+def _api_token(environ: dict[str, str]) -> str | None:
+    """``VIDPIPE_API_TOKEN``, or the content of the file ``VIDPIPE_API_TOKEN_FILE`` names
+    (surrounding whitespace removed). A secret file keeps the token out of the environment,
+    which ``docker inspect`` shows; setting both is refused rather than one silently winning."""
+    token = environ.get("VIDPIPE_API_TOKEN") or None
+    path = environ.get("VIDPIPE_API_TOKEN_FILE") or None
+    if path is None:
+        return token
+    if token is not None:
+        raise ConfigError("VIDPIPE_API_TOKEN and VIDPIPE_API_TOKEN_FILE are both set: set one")
+    try:
+        text = Path(path).read_text().strip()
+    except OSError as e:
+        raise ConfigError(f"VIDPIPE_API_TOKEN_FILE: cannot read {path} ({e.strerror})") from e
+    if not text:
+        raise ConfigError(f"VIDPIPE_API_TOKEN_FILE: {path} is empty")
+    return text
+
+
 def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> ServiceConfig:
     """The service config from ``path`` (optional) and the environment."""
     environ = dict(os.environ) if environ is None else environ
@@ -153,9 +173,10 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
         data = loaded or {}
         if "api_token" in data:
             raise ConfigError(f"{path}: api_token is read only from the environment "
-                              "(VIDPIPE_API_TOKEN), so that it is never in a file")
+                              "(VIDPIPE_API_TOKEN or VIDPIPE_API_TOKEN_FILE), so that it is "
+                              "never in a config that might be committed")
     data |= _env_overrides(environ)
-    data["api_token"] = environ.get("VIDPIPE_API_TOKEN") or None
+    data["api_token"] = _api_token(environ)
     try:
         return ServiceConfig.model_validate(data)
     except ValidationError as e:

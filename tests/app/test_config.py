@@ -26,6 +26,21 @@ def test_a_file_with_streams_and_environment_overrides(tmp_path):
     assert "s3cret" not in repr(cfg)
 
 
+def test_the_token_comes_from_a_secret_file_too(tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("fr0m-a-file\n")
+    cfg = load_config(None, environ={"VIDPIPE_API_TOKEN_FILE": str(secret)})
+    assert cfg.api_token == "fr0m-a-file"
+    with pytest.raises(ConfigError, match="both set: set one"):
+        load_config(None, environ={"VIDPIPE_API_TOKEN_FILE": str(secret),
+                                   "VIDPIPE_API_TOKEN": "other"})
+    with pytest.raises(ConfigError, match="cannot read .*missing"):
+        load_config(None, environ={"VIDPIPE_API_TOKEN_FILE": str(tmp_path / "missing")})
+    secret.write_text(" \n")
+    with pytest.raises(ConfigError, match="is empty"):
+        load_config(None, environ={"VIDPIPE_API_TOKEN_FILE": str(secret)})
+
+
 @pytest.mark.parametrize("text, message", [
     ("prot: 80\n", "prot: Extra inputs are not permitted"),
     ("port: 0\n", "port: Input should be greater than or equal to 1"),
