@@ -10,7 +10,7 @@ DEMO_DIR ?= build/demo
 APT_PACKAGES := python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base \
 	gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium prometheus mosquitto
 
-.PHONY: demo test test-container image lint clean gpu-api
+.PHONY: demo test test-container test-openvino image lint clean gpu-api
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ test: $(VENV)/.test
 	  if [ -n "$$missing" ]; then apt-get update -qq && apt-get install -y -qq $$missing; fi; \
 	fi
 	$(BIN)/pytest -m "not container"
+
+# OpenVINO, the optional second CPU runtime (vidpipe[openvino]), installed into the venv and
+# its tests run (the rest of the suite runs without it: make test).
+test-openvino: $(VENV)/.test
+	$(BIN)/pip install --quiet -e '.[openvino]'
+	$(BIN)/pytest -m openvino
 
 # The CPU image, built with podman where no registry is reachable (docker/build-image.sh says
 # how), and the Prometheus image the compose stack's test uses.

@@ -70,7 +70,9 @@ DecodeOpt = Annotated[str, typer.Option(
 PreprocessOpt = Annotated[str, typer.Option(
     "--preprocess", help="Preprocessor: auto, opencv (CPU), cvcuda or torch (GPU).")]
 RuntimeOpt = Annotated[str, typer.Option(
-    "--runtime", help="Inference runtime: auto, onnxruntime (CPU), tensorrt or torch (GPU).")]
+    "--runtime", help="Inference runtime: auto, onnxruntime or openvino (CPU; auto takes "
+    "OpenVINO where it is installed, measured faster and agreeing with ONNX Runtime), tensorrt "
+    "or torch (GPU).")]
 BatchOpt = Annotated[int, typer.Option(
     "--batch-size", "-b", help="Most frames per inference call, taken across all streams.")]
 TimeoutOpt = Annotated[float, typer.Option(
@@ -301,6 +303,16 @@ def bench(
     events_mqtt: Annotated[str | None, typer.Option(
         "--events-mqtt", metavar="URL", help="With --events: a broker for the MQTT variant.")]
     = None,
+    runtimes: Annotated[bool, typer.Option(
+        "--runtimes", help="Instead: ONNX Runtime against OpenVINO (vidpipe[openvino]) for every "
+        "variant of each --model (comma-separated; default ssdlite-person,shapes-yolo): the "
+        "model alone at 1 and all threads, their detection agreement (vidpipe model check), "
+        "and fps end to end of the hand loop, vidpipe --runtime onnxruntime / openvino / auto "
+        "and Ultralytics' predict, interleaved.")] = False,
+    ultralytics_python: Annotated[Path | None, typer.Option(
+        "--ultralytics-python", metavar="PYTHON", help="With --runtimes: an interpreter that "
+        "has Ultralytics, to run its predict(stream=True) on models it exported (a peer to "
+        "compare with; vidpipe never imports it).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
 ) -> None:
@@ -316,6 +328,10 @@ def bench(
 
             bench_events(console, reps, out,
                          ensure_demo_clip(Path("build/demo/clip.mp4"), console), events_mqtt)
+        elif runtimes:
+            from app.bench.cli import bench_runtimes
+
+            bench_runtimes(console, model, source, reps, frames, ultralytics_python, out)
         elif tracking:
             from app.bench.tracking import bench_tracking
 

@@ -12,12 +12,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from app.model_check import DEFAULT_FRAMES, MATCH_IOU, MATCH_SCORE, check_model
+from app.model_check import DEFAULT_FRAMES, check_model
 from app.model_common import console, fail
 from app.progress import RunProgress
 from models.zoo import resolve_model
 from pipelines.errors import VidpipeError
 from pipelines.options import PipelineOptions
+from pipelines.postprocess.agreement import MATCH_IOU, MATCH_SCORE
 
 
 def check(
@@ -40,6 +41,9 @@ def check(
                                         "cuda[:N]; the reference always runs on the CPU.")]
     = "cpu",
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", min=1)] = 4,
+    runtime: Annotated[str, typer.Option(
+        "--runtime", help="The pipeline's inference runtime: auto, onnxruntime or openvino "
+        "(CPU), tensorrt or torch (GPU); the reference is always ONNX Runtime.")] = "auto",
     ffmpeg_resize: Annotated[bool, typer.Option(
         "--ffmpeg-resize", help="Check pictures shrunk in FFmpeg's scaler, as `vidpipe run "
         "--ffmpeg-resize` does.")] = False,
@@ -55,7 +59,7 @@ def check(
     logging.basicConfig(level="WARNING", format="%(message)s", force=True)
     try:
         options = PipelineOptions(device=device, batch_size=batch_size,
-                                  ffmpeg_resize=ffmpeg_resize)
+                                  ffmpeg_resize=ffmpeg_resize, runtime=runtime)
         model_path, spec = resolve_model(model_name, output_format=output_format,
                                          classes=classes)
         if not video.is_file():
@@ -88,6 +92,8 @@ def report_table(report: dict[str, Any]) -> Table:
         table.add_row(name, _cell(value), *([_cell(fp32_value)] if fp32 is not None else []))
 
     other = fp32 or {}
+    if report.get("runtime"):
+        row("pipeline's runtime", report["runtime"])
     row("frames", report["frames"], other.get("frames"))
     row(f"frame agreement (count, IoU >= {MATCH_IOU}, score ± {MATCH_SCORE})",
         report["frame_agreement"], other.get("frame_agreement"))

@@ -18,7 +18,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -332,6 +332,10 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
         "streams": streams,
         "batch_sizes": {str(k): v for k, v in sorted(metrics.batch_sizes.items())},
     }
+    if pipeline.threads is not None:
+        report["threads"] = asdict(pipeline.threads)
+    if pipeline.runtime_choice is not None:
+        report["runtime"] = pipeline.runtime_choice.as_dict()
     if analytics:
         report["analytics"] = _summed(list(analytics.values()))
     if metrics.events:

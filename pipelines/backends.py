@@ -1,7 +1,8 @@
 """The backend registry: which decoder, preprocessor, runtime and postprocessor the stages
 run, chosen from the device string and the options' per-stage choices, in one place.
 
-- ``cpu``: FFmpeg (PyAV), OpenCV, ONNX Runtime, numpy; threads from the thread plan.
+- ``cpu``: FFmpeg (PyAV), OpenCV, ONNX Runtime or OpenVINO (``pipelines.infer.choice``),
+  numpy; threads from the thread plan.
 - ``cuda[:N]``, best first: NVDEC -> FFmpeg with pinned uploads; CV-CUDA -> torch; a TensorRT
   engine beside the model (``model.engine`` / ``model.plan``) -> a torch model beside it
   (``model.pt2`` / ``model.ts``, or ``options.torch_model``); decoding and NMS in torch.
@@ -36,6 +37,7 @@ from pipelines.decode.pyav import PyAVDecoder, ScaleTo
 from pipelines.decode.stage import PictureDecoder
 from pipelines.errors import ConfigError, DeviceError
 from pipelines.gpu_metrics import BackendReport
+from pipelines.infer.choice import RuntimeDecision, open_cpu_runtime
 from pipelines.infer.device import DeviceRuntime
 from pipelines.infer.runtime import HostRuntime, Runtime
 from pipelines.metrics import PipelineMetrics
@@ -46,13 +48,14 @@ from pipelines.preprocess.cvcuda import CvCudaPreprocessor
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 from pipelines.preprocess.stage import Preprocessor
 from pipelines.preprocess.torch_cuda import TorchPreprocessor
-from pipelines.threads import ThreadPlan, choose_threads, planned_session
+from pipelines.threads import ThreadPlan, choose_threads
 
 log = logging.getLogger(__name__)
 
 ENGINE_SUFFIXES = (".engine", ".plan")
 TORCH_SUFFIXES = (".pt2", ".ts", ".torchscript")
-CPU_CHOICES = {"decode": "pyav", "preprocess": "opencv", "runtime": "onnxruntime"}
+CPU_CHOICES = {"decode": ("pyav",), "preprocess": ("opencv",),
+               "runtime": ("onnxruntime", "openvino")}
 
 
 @dataclass(slots=True)
@@ -67,6 +70,7 @@ class StageBackends:
     postprocessor: Postprocessor
     input: TensorInfo
     plan: ThreadPlan
+    runtime_choice: RuntimeDecision | None = None  # the CPU runtime's, when one was chosen
 
     def close(self) -> None:
         """Close what was opened, for a build that fails before the stages own it."""
@@ -92,6 +96,9 @@ def open_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
     report = BackendReport.for_registry(metrics.registry)
     fallback = ""
     if parse_device(options.device).is_cuda:
+        if options.runtime in CPU_CHOICES["runtime"]:
+            raise ConfigError(f"runtime {options.runtime} runs on the CPU (--device cpu); on a "
+                              "GPU it is tensorrt or torch")
         try:
             return _gpu_backends(model_path, spec, require_cuda(options.device), options,
                                  report)
@@ -108,16 +115,17 @@ def open_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
 def _refuse_gpu_choices(options: PipelineOptions) -> None:
     for stage, cpu in CPU_CHOICES.items():
         chosen = getattr(options, stage)
-        if chosen not in ("auto", cpu):
+        if chosen not in ("auto", *cpu):
             raise ConfigError(f"{stage} backend {chosen} needs a CUDA device (--device "
-                              f"cuda[:N]); on the CPU it is {cpu}")
+                              f"cuda[:N]); on the CPU it is {' or '.join(cpu)}")
 
 
 def _cpu_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
                   options: PipelineOptions, report: BackendReport, scale: ScaleTo | None,
                   fallback: str) -> StageBackends:
-    backend, plan = planned_session(model_path, spec, sources, options.infer_threads,
-                                    options.decode_threads, scaled=scale is not None)
+    backend, plan, decision = open_cpu_runtime(model_path, spec, sources, options.runtime,
+                                               options.infer_threads, options.decode_threads,
+                                               scaled=scale is not None)
     if scale is not None:
         log.info("decoding straight to the model's letterbox size (input %dx%d): no sink "
                  "needs the full pictures", *scale.input_size)
@@ -127,12 +135,13 @@ def _cpu_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
         backend.close()
         raise
     for stage, name in (("decode", "pyav"), ("preprocess", "opencv"),
-                        ("infer", "onnxruntime"), ("postprocess", "numpy")):
+                        ("infer", decision.runtime), ("postprocess", "numpy")):
         report.record(stage, name, "cpu", fallback)
     return StageBackends(lambda s: PyAVDecoder(s.video, threads=plan.decode, scale=scale,
                                                lazy=_converted_lazily(s, options)),
                          lambda: OpenCVPreprocessor(spec.input),
-                         HostRuntime(backend, info.name), HostPostprocessor(spec), info, plan)
+                         HostRuntime(backend, info.name, name=decision.runtime),
+                         HostPostprocessor(spec), info, plan, decision)
 
 
 def _gpu_backends(model_path: Path, spec: ModelSpec, device: torch.device,

@@ -82,6 +82,7 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
     batch_size = fitted_batch_size(options.batch_size, backends, model_path)
     pipeline = wire_pipeline(sources, backends, spec, sinks, metrics, options, batch_size)
     pipeline.threads = backends.plan
+    pipeline.runtime_choice = backends.runtime_choice
     return pipeline
 
 

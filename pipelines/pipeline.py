@@ -35,6 +35,7 @@ class Pipeline:
         self.started_at: float | None = None
         self.wall_s: float | None = None
         self.threads: Any = None  # the ThreadPlan it was built with, where one was chosen
+        self.runtime_choice: Any = None  # the CPU runtime's RuntimeDecision, where one was made
         # False for a stream's feed into a shared detector: its frames may still be in the
         # detector when the feed ends, and the detector does the books (SharedDetector.detach)
         self.account_stopped = account_stopped

@@ -20,11 +20,13 @@ from app.bench.tables import (
     compare_table,
     live_table,
     profile_table,
+    runtimes_table,
     scaling_table,
     service_table,
 )
 from app.demo import ensure_demo_clip
 from models.zoo import model_variants, resolve_model
+from pipelines.errors import ConfigError
 from pipelines.options import PipelineOptions
 from pipelines.sources.synthetic import make_demo_clip
 
@@ -201,4 +203,44 @@ def profile(console: Console, sources: list[Path], model: str | None, seconds: f
     console.print(f"queue occupancy (mean fill): {occupancy}")
     for tip in report["advice"]:
         console.print(f"- {tip}")
+    return report
+
+
+def bench_runtimes(console: Console, models: str | None, source: Path | None, reps: int,
+                   frames: int | None, ultralytics_python: Path | None,
+                   out: Path) -> dict[str, Any]:
+    """``vidpipe bench --runtimes``: every variant of each model (comma-separated, default
+    the zoo's) under ONNX Runtime and OpenVINO, alone, checked and end to end
+    (``app.bench.runtimes``)."""
+    from models.runtime.openvino import openvino_version
+
+    if openvino_version() is None:
+        raise ConfigError("--runtimes needs OpenVINO: pip install 'vidpipe[openvino]'")
+    from app.bench.runtimes import CHECK_FRAMES, agreement, end_to_end, model_alone
+
+    clip = source or ensure_demo_clip(Path("build/demo/clip.mp4"), console)
+    names = [m.strip() for m in (models or "ssdlite-person,shapes-yolo").split(",") if m.strip()]
+    variants = {f"{name} {label}" if len(model_variants(name)) > 1 else name: found
+                for name in names for label, found in model_variants(name).items()}
+    report: dict[str, Any] = {"machine": machine(), "clip": str(clip), "reps": reps,
+                              "frames_per_run": frames, "openvino": openvino_version(),
+                              "models": []}
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("runtimes: alone, checked, end to end",
+                                 total=len(variants) * (2 + reps))
+        for label, (path, spec) in variants.items():
+            row: dict[str, Any] = {"model": label, "file": str(path)}
+            row["alone"] = model_alone(path, spec)
+            progress.advance(task)
+            row["check"] = agreement(path, spec, clip, min(frames or CHECK_FRAMES,
+                                                           CHECK_FRAMES))
+            progress.advance(task)
+            row["end_to_end"] = end_to_end(label, path, spec, clip, reps=reps, frames=frames,
+                                           ultralytics_python=ultralytics_python,
+                                           progress=lambda: progress.advance(task))
+            report["models"].append(row)
+    console.print(runtimes_table(report["models"]))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(report, indent=2, default=str))
+    console.print(f"wrote {out / 'bench.json'}")
     return report

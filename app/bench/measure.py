@@ -39,6 +39,7 @@ class Measurement:
     drops: dict[str, int] = field(default_factory=dict)
     peak_rss_delta: int = 0  # bytes above the RSS before the run
     threads: dict[str, Any] | None = None  # the pipeline's ThreadPlan (None: the hand loop)
+    runtime: dict[str, Any] | None = None  # the CPU runtime the pipeline took, and why
 
     @property
     def fps(self) -> float:
@@ -121,4 +122,5 @@ def measure_pipeline(variant: str, paths: Sequence[Path], model_path: Path, spec
         variant, len(sink.samples), wall, cpu, np.array([lat for _, lat in sink.samples]),
         {s.stage: s.busy for s in metrics.stage_summaries(wall)}, drops, rss.peak - rss.baseline,
         asdict(pipeline.threads) if pipeline.threads is not None else None,
+        pipeline.runtime_choice.as_dict() if pipeline.runtime_choice is not None else None,
     )

@@ -34,3 +34,19 @@ class Backend(Protocol):
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
     def close(self) -> None: ...
+
+
+class GraphPorts:
+    """The inputs and outputs a backend read from its graph when it opened it, handed out as
+    copies (a caller cannot change what the backend feeds)."""
+
+    _inputs: list[TensorInfo]
+    _outputs: list[TensorInfo]
+
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        return list(self._inputs)
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        return list(self._outputs)

@@ -9,7 +9,7 @@ import numpy as np
 import onnxruntime as ort
 
 from models.errors import ModelError
-from models.runtime.base import TensorInfo
+from models.runtime.base import GraphPorts, TensorInfo
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ class ModelLoadError(ModelError):
     """The file is not an ONNX model ONNX Runtime can load."""
 
 
-class OnnxRuntimeBackend:
+class OnnxRuntimeBackend(GraphPorts):
     """An ONNX model in an ONNX Runtime session.
 
     ``threads`` is the intra-op thread count (0 lets ONNX Runtime use every core); the
@@ -53,14 +53,6 @@ class OnnxRuntimeBackend:
         self._inputs = [_info(i) for i in self._session.get_inputs()]
         self._outputs = [_info(o) for o in self._session.get_outputs()]
         self._output_names = [o.name for o in self._outputs]
-
-    @property
-    def inputs(self) -> list[TensorInfo]:
-        return list(self._inputs)
-
-    @property
-    def outputs(self) -> list[TensorInfo]:
-        return list(self._outputs)
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._session is None:

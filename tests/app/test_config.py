@@ -70,6 +70,7 @@ def test_the_service_takes_every_pipeline_setting_and_builds_the_same_options(tm
     assert (options.device, options.runtime, options.precision, options.decode) == (
         "cuda:1", "torch", "fp32", "pyav")
     assert (options.batch_size, options.batch_timeout_ms, options.name) == (8, 5.0, "door")
+    assert load_config(write(tmp_path, "runtime: openvino\n"), environ={}).runtime == "openvino"
     with pytest.raises(ConfigError, match="service.yaml: runtime: Input should be 'auto', "
-                                          "'onnxruntime', 'tensorrt' or 'torch'"):
-        load_config(write(tmp_path, "runtime: openvino\n"), environ={})
+                                          "'onnxruntime', 'openvino', 'tensorrt' or 'torch'"):
+        load_config(write(tmp_path, "runtime: tflite\n"), environ={})

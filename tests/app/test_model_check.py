@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from app.demo import score_person_frames
-from app.model_check import Agreement, pair_boxes, reference_detections
+from app.model_check import reference_detections
 from models.data import make_clip
 from models.zoo import resolve_model
 from pipelines.frame import Detections
+from pipelines.postprocess.agreement import Agreement, pair_boxes
 from pipelines.preprocess.reference import MAX_DIFF_TOLERANCE, MEAN_DIFF_TOLERANCE
 from pipelines.sources.synthetic import load_truth, make_hard_clip
 from tests.support.cli import vidpipe

@@ -90,8 +90,10 @@ def test_the_cpu_build_reports_its_backends(small_clip):
                               PipelineOptions(frame_limit=2))
     asyncio.run(pipeline.run())
     choices = BackendReport.for_registry(metrics.registry).choices
+    runtime = pipeline.runtime_choice.runtime  # auto: OpenVINO where installed and faster
+    assert runtime in ("onnxruntime", "openvino")
     assert choices == {"decode": ("pyav", "cpu", ""), "preprocess": ("opencv", "cpu", ""),
-                       "infer": ("onnxruntime", "cpu", ""), "postprocess": ("numpy", "cpu", "")}
+                       "infer": (runtime, "cpu", ""), "postprocess": ("numpy", "cpu", "")}
 
 
 @pytest.mark.parametrize(("values", "message"), [
