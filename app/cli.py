@@ -71,8 +71,10 @@ PreprocessOpt = Annotated[str, typer.Option(
     "--preprocess", help="Preprocessor: auto, opencv (CPU), cvcuda or torch (GPU).")]
 RuntimeOpt = Annotated[str, typer.Option(
     "--runtime", help="Inference runtime: auto, onnxruntime or openvino (CPU; auto takes "
-    "OpenVINO where it is installed, measured faster and agreeing with ONNX Runtime), tensorrt "
-    "or torch (GPU).")]
+    "OpenVINO where it is installed, measured faster and agreeing with ONNX Runtime), "
+    "openvino-bf16 (OpenVINO in bfloat16: faster on AMX CPUs, but not the model's own "
+    "arithmetic: check it with vidpipe model check --runtime openvino-bf16), tensorrt or "
+    "torch (GPU).")]
 BatchOpt = Annotated[int, typer.Option(
     "--batch-size", "-b", help="Most frames per inference call, taken across all streams.")]
 TimeoutOpt = Annotated[float, typer.Option(

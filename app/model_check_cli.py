@@ -42,8 +42,9 @@ def check(
     = "cpu",
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", min=1)] = 4,
     runtime: Annotated[str, typer.Option(
-        "--runtime", help="The pipeline's inference runtime: auto, onnxruntime or openvino "
-        "(CPU), tensorrt or torch (GPU); the reference is always ONNX Runtime.")] = "auto",
+        "--runtime", help="The pipeline's inference runtime: auto, onnxruntime, openvino or "
+        "openvino-bf16 (CPU), tensorrt or torch (GPU); the reference is always ONNX Runtime.")]
+    = "auto",
     ffmpeg_resize: Annotated[bool, typer.Option(
         "--ffmpeg-resize", help="Check pictures shrunk in FFmpeg's scaler, as `vidpipe run "
         "--ffmpeg-resize` does.")] = False,

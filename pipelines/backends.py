@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 ENGINE_SUFFIXES = (".engine", ".plan")
 TORCH_SUFFIXES = (".pt2", ".ts", ".torchscript")
 CPU_CHOICES = {"decode": ("pyav",), "preprocess": ("opencv",),
-               "runtime": ("onnxruntime", "openvino")}
+               "runtime": ("onnxruntime", "openvino", "openvino-bf16")}
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from pipelines.errors import ConfigError
 
 DecodeChoice = Literal["auto", "pyav", "nvdec"]
 PreprocessChoice = Literal["auto", "opencv", "cvcuda", "torch"]
-RuntimeChoice = Literal["auto", "onnxruntime", "openvino", "tensorrt", "torch"]
+RuntimeChoice = Literal["auto", "onnxruntime", "openvino", "openvino-bf16", "tensorrt", "torch"]
 Precision = Literal["fp16", "fp32"]
 
 

@@ -1,14 +1,15 @@
 """``vidpipe bench --runtimes``: ONNX Runtime against OpenVINO, per model variant, in one run.
 
-1. The model alone: ms per frame under each runtime at 1 and all threads (one call at a time,
-   batch 1, a blank input; ``CALLS`` calls a round, rounds taken in turn: ORT, OpenVINO, ORT,
-   ...), medians over ``ROUNDS`` rounds.
-2. Agreement: ``vidpipe model check --runtime openvino`` on the clip: the pipeline on OpenVINO
-   against the model run directly by ONNX Runtime, frame by frame.
+1. The model alone: ms per frame under ONNX Runtime, OpenVINO and OpenVINO in bfloat16 at 1
+   and all threads (one call at a time, batch 1, a blank input; ``CALLS`` calls a round,
+   rounds taken in turn), medians over ``ROUNDS`` rounds.
+2. Agreement: ``vidpipe model check --runtime openvino`` (and ``openvino-bf16``) on the clip:
+   the pipeline on OpenVINO against the model run directly by ONNX Runtime, frame by frame.
 3. End to end on the clip, the runners interleaved within each rep: the hand loop (ONNX
    Runtime, the faster of 1 and all threads), ``vidpipe run`` with ``--runtime onnxruntime``,
-   ``openvino`` and ``auto``, and, for a model Ultralytics exported, Ultralytics'
-   ``predict(stream=True)`` in its own interpreter (``ultralytics_python``), where given.
+   ``openvino``, ``openvino-bf16`` and ``auto``, and, for a model Ultralytics exported,
+   Ultralytics' ``predict(stream=True)`` in its own interpreter (``ultralytics_python``),
+   where given.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import onnx
 from app.bench.handloop import measure_hand_loop
 from app.bench.measure import CORES, measure_pipeline
 from app.model_check import check_model
+from models.runtime.base import Backend
 from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.runtime.openvino import OpenVinoBackend
 from models.spec import ModelSpec
@@ -35,7 +37,8 @@ ROUNDS = 7
 CALLS = 5
 CHECK_FRAMES = 150
 PEER_TIMEOUT_S = 900.0
-VIDPIPE_RUNTIMES = ("onnxruntime", "openvino", "auto")
+VIDPIPE_RUNTIMES = ("onnxruntime", "openvino", "openvino-bf16", "auto")
+CHECKED = ("openvino", "openvino-bf16")
 
 
 def model_alone(path: Path, spec: ModelSpec) -> list[dict[str, Any]]:
@@ -43,26 +46,36 @@ def model_alone(path: Path, spec: ModelSpec) -> list[dict[str, Any]]:
     rows = []
     for threads in sorted({1, CORES}):
         with OnnxRuntimeBackend(path, threads=threads) as ort, \
-                OpenVinoBackend(path, threads=threads) as ov:
-            times: dict[str, list[float]] = {"onnxruntime": [], "openvino": []}
+                OpenVinoBackend(path, threads=threads) as ov, \
+                OpenVinoBackend(path, threads=threads, precision="bf16") as bf16:
+            backends: dict[str, Backend] = {"onnxruntime": ort, "openvino": ov,
+                                            "openvino_bf16": bf16}
+            times: dict[str, list[float]] = {name: [] for name in backends}
             for _ in range(ROUNDS):
-                for name, backend in (("onnxruntime", ort), ("openvino", ov)):
+                for name, backend in backends.items():
                     times[name].append(time_infer(Path(), spec.input.image_shape,
                                                   spec.input.dtype, CALLS,
                                                   backend=backend).wall_ms)
+            bf16_runs_in = bf16.precision
         medians = {name: statistics.median(t) for name, t in times.items()}
         rows.append({"threads": threads, **{f"{k}_ms": round(v, 2) for k, v in medians.items()},
                      "openvino_over_onnxruntime": round(medians["onnxruntime"]
-                                                        / medians["openvino"], 3)})
+                                                        / medians["openvino"], 3),
+                     "openvino_bf16_over_onnxruntime": round(medians["onnxruntime"]
+                                                             / medians["openvino_bf16"], 3),
+                     "bf16_ran_in": bf16_runs_in})
     return rows
 
 
 def agreement(path: Path, spec: ModelSpec, clip: Path, frames: int) -> dict[str, Any]:
-    """``vidpipe model check --runtime openvino``'s figures on ``clip``."""
-    report = check_model(path, spec, clip, PipelineOptions(runtime="openvino"), frames=frames)
+    """``vidpipe model check --runtime R``'s figures on ``clip`` for each OpenVINO runtime."""
     keep = ("frames", "frame_agreement", "boxes_reference", "boxes_pipeline", "box_iou_min",
             "score_diff_max", "runtime")
-    return {k: report[k] for k in keep}
+    found = {}
+    for runtime in CHECKED:
+        report = check_model(path, spec, clip, PipelineOptions(runtime=runtime), frames=frames)
+        found[runtime] = {k: report[k] for k in keep}
+    return found
 
 
 def exported_by_ultralytics(path: Path) -> bool:

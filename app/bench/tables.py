@@ -124,26 +124,29 @@ def runtimes_table(rows: list[dict[str, Any]]) -> Table:
     """``vidpipe bench --runtimes``: per model, the model alone under each runtime, their
     agreement, and fps end to end."""
     threads = [a["threads"] for a in rows[0]["alone"]] if rows else []
-    alone = [f"{rt} {t}t ms" for t in threads for rt in ("ort", "ov")]
-    runners = ["hand loop", "vidpipe onnxruntime", "vidpipe openvino", "vidpipe auto",
-               "ultralytics"]
-    table = _table("ONNX Runtime against OpenVINO (medians; end to end: fps)",
-                   ["model", "", *alone, "agree", *[r.replace("vidpipe ", "") for r in runners],
+    kinds = (("onnxruntime", "ort"), ("openvino", "ov"), ("openvino_bf16", "bf16"))
+    alone = [f"{short} {t}t" for t in threads for _, short in kinds]
+    runners = ["hand loop", "vidpipe onnxruntime", "vidpipe openvino", "vidpipe openvino-bf16",
+               "vidpipe auto", "ultralytics"]
+    table = _table("ONNX Runtime against OpenVINO (medians)",
+                   ["model", "", *alone, "agree ov", "agree bf16",
+                    *[r.replace("vidpipe ", "").replace("openvino", "ov") for r in runners],
                     "auto chose", "x hand", "x ultra"])
-    table.caption = ("ort/ov Nt ms: the model alone, ms per frame at N threads; agree: frame "
-                     "agreement of the pipeline on OpenVINO with ONNX Runtime run directly "
-                     "(vidpipe model check); hand loop: ONNX Runtime by hand; onnxruntime, "
-                     "openvino, auto: vidpipe run --runtime ...; ultralytics: its "
-                     "predict(stream=True) where the model is its export; x hand, x ultra: "
-                     "auto's fps over theirs")
+    table.caption = ("ort/ov/bf16 Nt: the model alone, ms per frame at N threads (bf16: "
+                     "OpenVINO in bfloat16); agree: frame agreement of the pipeline on OpenVINO "
+                     "with ONNX Runtime run directly (vidpipe model check); then fps end to "
+                     "end: hand loop (ONNX Runtime by hand), vidpipe run --runtime ..., "
+                     "ultralytics: its predict(stream=True) where the model is its export; "
+                     "x hand, x ultra: auto's fps over theirs")
     for r in rows:
         e2e = r["end_to_end"]
-        cells = [f"{a[f'{rt}_ms']:.1f}" for a in r["alone"] for rt in ("onnxruntime", "openvino")]
-        agree = r["check"]["frame_agreement"]
+        cells = [f"{a[f'{key}_ms']:.1f}" for a in r["alone"] for key, _ in kinds]
+        agree = [r["check"][k]["frame_agreement"] for k in ("openvino", "openvino-bf16")]
         fps = [f"{e2e['fps'][k]:.1f}" if k in e2e["fps"] else "-" for k in runners]
         chose = ",".join(sorted(set(e2e["auto_chose"]))) or "-"
-        table.add_row(r["model"], "", *cells, "-" if agree is None else f"{agree:.3f}", *fps,
-                      chose, f"{e2e['auto_over_hand_loop']:.2f}",
+        table.add_row(r["model"], "", *cells,
+                      *["-" if a is None else f"{a:.3f}" for a in agree], *fps, chose,
+                      f"{e2e['auto_over_hand_loop']:.2f}",
                       f"{e2e['auto_over_ultralytics']:.2f}" if "auto_over_ultralytics" in e2e
                       else "-")
     return table

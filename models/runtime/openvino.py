@@ -7,7 +7,9 @@ they are set here rather than left to the plugin:
 - ``INFERENCE_PRECISION_HINT=f32``: on a CPU with bfloat16 support (AVX-512 BF16, AMX) the
   plugin otherwise runs an FP32 model in bfloat16, which moves its outputs (0.69 on
   shapes-yolo's scores and boxes here, against 5e-5 in f32; docs/BENCHMARKS.md). Fidelity
-  first: the model's own precision.
+  first: the model's own precision. ``precision="bf16"`` asks for bfloat16 (``--runtime
+  openvino-bf16``): much faster on AMX, never chosen for the user, its cost measured by
+  ``vidpipe model check --runtime openvino-bf16``.
 - ``ENABLE_CPU_PINNING=False``: pinned inference threads fight the decoder threads the thread
   plan keeps cores for.
 
@@ -32,6 +34,8 @@ import numpy as np
 from models.errors import ModelError
 from models.runtime.base import GraphPorts, TensorInfo
 
+PRECISIONS = ("f32", "bf16")
+
 
 class OpenVinoUnavailable(ModelError):
     """OpenVINO is not installed."""
@@ -53,9 +57,12 @@ def openvino_version() -> str | None:
 class OpenVinoBackend(GraphPorts):
     """An ONNX model compiled by OpenVINO for the CPU."""
 
-    def __init__(self, path: str | Path, *, threads: int = 0, streams: int = 1) -> None:
+    def __init__(self, path: str | Path, *, threads: int = 0, streams: int = 1,
+                 precision: str = "f32") -> None:
         if threads < 0 or streams < 1:
             raise ValueError(f"threads must be >= 0 and streams >= 1, got {threads}, {streams}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision}")
         try:
             import openvino as ov
         except ImportError as e:
@@ -66,7 +73,7 @@ class OpenVinoBackend(GraphPorts):
         self.streams = streams
         config: dict[str, Any] = {
             "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": streams,
-            "INFERENCE_PRECISION_HINT": "f32", "ENABLE_CPU_PINNING": False,
+            "INFERENCE_PRECISION_HINT": precision, "ENABLE_CPU_PINNING": False,
         }
         if threads:
             config["INFERENCE_NUM_THREADS"] = threads * streams
@@ -82,7 +89,8 @@ class OpenVinoBackend(GraphPorts):
 
     @property
     def precision(self) -> str:
-        """The precision the plugin runs in (``f32`` unless something overrode it)."""
+        """The precision the plugin runs in: the one asked for, or ``f32`` where the CPU has
+        no bfloat16 and the plugin fell back."""
         return str(self._compiled.get_property("INFERENCE_PRECISION_HINT").to_string())
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

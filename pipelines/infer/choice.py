@@ -1,15 +1,18 @@
 """Which runtime runs a model on the CPU: ONNX Runtime, or OpenVINO when it is measured faster
 and gives the same detections.
 
-``--runtime onnxruntime`` or ``openvino`` is taken as asked. ``auto`` (the default) decides per
-run, after the thread plan (``pipelines.threads``) and at its threads:
+``--runtime onnxruntime``, ``openvino`` or ``openvino-bf16`` (OpenVINO in bfloat16: faster
+on AMX, not the model's own arithmetic, so never chosen for the user) is taken as asked.
+``auto`` (the default) decides per run, after the thread plan (``pipelines.threads``) and at
+its threads:
 
 - OpenVINO must be installed (``vidpipe[openvino]``) and load the model, else ONNX Runtime.
-- Agreement: both run the model on the same probe frames (the first file's frames, spread over
-  its first second, and the demo's photographs, shipped with scikit-image: natural pictures
-  whatever the sources are), prepared with the reference preprocessing; OpenVINO is admitted only if
-  every frame's detections agree with ONNX Runtime's (``pipelines.postprocess.agreement``).
-  ONNX Runtime is the reference: it is how ``vidpipe model check`` runs the model directly.
+- Agreement: both run the model on the same probe frames (the first file's frames, spread
+  over its first second, and the demo's photographs, shipped with scikit-image: natural
+  pictures whatever the sources are), prepared with the reference preprocessing; OpenVINO is
+  admitted only if every frame's detections agree with ONNX Runtime's
+  (``pipelines.postprocess.agreement``). ONNX Runtime is the reference: it is how ``vidpipe
+  model check`` runs the model directly.
 - Speed: each is timed on the plan's threads and calls at once, in interleaved rounds (a
   busy moment hits both); OpenVINO is taken only when its median is at least ``FASTER_BY``
   below ONNX Runtime's, since a few calls cannot tell smaller differences from noise.
@@ -85,11 +88,18 @@ def open_cpu_runtime(model_path: Path, spec: ModelSpec, sources: Sequence[Any], 
                                     scaled=scaled)
     if runtime == "onnxruntime":
         return session, plan, RuntimeDecision("onnxruntime", "asked for")
-    if runtime == "openvino":
+    if runtime in ("openvino", "openvino-bf16"):
         session.close()
-        backend = OpenVinoBackend(model_path, threads=plan.infer, streams=plan.infer_workers)
-        log.info("runtime: OpenVINO %s (asked for)", openvino_version())
-        return backend, plan, RuntimeDecision("openvino", "asked for")
+        backend = OpenVinoBackend(model_path, threads=plan.infer, streams=plan.infer_workers,
+                                  precision="bf16" if runtime == "openvino-bf16" else "f32")
+        reason = f"asked for, OpenVINO {openvino_version()} in {backend.precision}"
+        if runtime == "openvino-bf16":
+            reason += (": bfloat16 arithmetic, so the outputs are not the model's own (measure "
+                       "the cost: vidpipe model check --runtime openvino-bf16)")
+            log.warning("runtime: %s", reason)
+        else:
+            log.info("runtime: %s", reason)
+        return backend, plan, RuntimeDecision(runtime, reason)
     try:
         choice, candidate = _trial(model_path, spec, sources, plan, session)
     except BaseException:

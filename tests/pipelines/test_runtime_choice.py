@@ -206,13 +206,16 @@ def test_bench_runtimes_times_checks_and_runs_each_runtime(openvino, small_clip,
     assert [a["threads"] for a in row["alone"]] == sorted({1, os.cpu_count() or 1})
     for alone in row["alone"]:
         assert alone["onnxruntime_ms"] > 0 and alone["openvino_ms"] > 0
+        assert alone["openvino_bf16_ms"] > 0
         assert alone["openvino_over_onnxruntime"] == pytest.approx(
             alone["onnxruntime_ms"] / alone["openvino_ms"], rel=0.01)
-    assert row["check"]["runtime"] == "openvino" and row["check"]["frames"] == 20
-    assert row["check"]["frame_agreement"] == 1.0  # FP32: the same detections
+    checked = row["check"]
+    assert [checked[k]["runtime"] for k in checked] == ["openvino", "openvino-bf16"]
+    assert checked["openvino"]["frames"] == 20
+    assert checked["openvino"]["frame_agreement"] == 1.0  # FP32: the same detections
     e2e = row["end_to_end"]
     assert set(e2e["fps"]) == {"hand loop", "vidpipe onnxruntime", "vidpipe openvino",
-                               "vidpipe auto"}  # no Ultralytics given
+                               "vidpipe openvino-bf16", "vidpipe auto"}  # no Ultralytics
     assert e2e["auto_chose"][0] in ("onnxruntime", "openvino")
     assert e2e["auto_over_hand_loop"] == pytest.approx(
         e2e["fps"]["vidpipe auto"] / e2e["fps"]["hand loop"], rel=0.01)
@@ -226,3 +229,18 @@ def test_bench_runtimes_without_openvino_is_one_line(monkeypatch, small_clip, tm
     monkeypatch.setattr(ov_module, "openvino_version", lambda: None)
     code, output = vidpipe("bench", "--runtimes", "--source", small_clip, "--out", tmp_path)
     assert code == 2 and "needs OpenVINO" in output, output
+
+
+@pytest.mark.openvino
+def test_bfloat16_is_taken_only_when_asked_for_and_says_so(openvino, small_clip, caplog):
+    path, spec = _zoo("shapes-yolo")
+    with caplog.at_level("WARNING", logger="pipelines.infer.choice"):
+        backend, _, decision = open_cpu_runtime(path, spec, [_File(small_clip)],
+                                                "openvino-bf16", 1, 1)
+    try:
+        # bf16 where the CPU has it (AVX-512 BF16 / AMX), else the plugin's f32
+        assert decision.runtime == "openvino-bf16" and backend.precision in ("bf16", "f32")
+        assert backend.precision in decision.reason and "not the model's own" in decision.reason
+        assert any("openvino-bf16" in r.getMessage() for r in caplog.records)
+    finally:
+        backend.close()
