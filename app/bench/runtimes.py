@@ -3,8 +3,9 @@
 1. The model alone: ms per frame under ONNX Runtime, OpenVINO and OpenVINO in bfloat16 at 1
    and all threads (one call at a time, batch 1, a blank input; ``CALLS`` calls a round,
    rounds taken in turn), medians over ``ROUNDS`` rounds.
-2. Agreement: ``vidpipe model check --runtime openvino`` (and ``openvino-bf16``) on the clip:
-   the pipeline on OpenVINO against the model run directly by ONNX Runtime, frame by frame.
+2. Agreement: ``vidpipe model check --runtime R`` on the clip for ``auto`` (what ``vidpipe
+   run`` does), ``openvino`` and ``openvino-bf16``: the pipeline against the model run
+   directly by ONNX Runtime, frame by frame.
 3. End to end on the clip, the runners interleaved within each rep: the hand loop (ONNX
    Runtime, the faster of 1 and all threads), ``vidpipe run`` with ``--runtime onnxruntime``,
    ``openvino``, ``openvino-bf16`` and ``auto``, and, for a model Ultralytics exported,
@@ -38,7 +39,7 @@ CALLS = 5
 CHECK_FRAMES = 150
 PEER_TIMEOUT_S = 900.0
 VIDPIPE_RUNTIMES = ("onnxruntime", "openvino", "openvino-bf16", "auto")
-CHECKED = ("openvino", "openvino-bf16")
+CHECKED = ("auto", "openvino", "openvino-bf16")
 
 
 def model_alone(path: Path, spec: ModelSpec) -> list[dict[str, Any]]:

@@ -129,19 +129,20 @@ def runtimes_table(rows: list[dict[str, Any]]) -> Table:
     runners = ["hand loop", "vidpipe onnxruntime", "vidpipe openvino", "vidpipe openvino-bf16",
                "vidpipe auto", "ultralytics"]
     table = _table("ONNX Runtime against OpenVINO (medians)",
-                   ["model", "", *alone, "agree ov", "agree bf16",
+                   ["model", "", *alone, "agree auto", "agree ov", "agree bf16",
                     *[r.replace("vidpipe ", "").replace("openvino", "ov") for r in runners],
                     "auto chose", "x hand", "x ultra"])
     table.caption = ("ort/ov/bf16 Nt: the model alone, ms per frame at N threads (bf16: "
-                     "OpenVINO in bfloat16); agree: frame agreement of the pipeline on OpenVINO "
-                     "with ONNX Runtime run directly (vidpipe model check); then fps end to "
-                     "end: hand loop (ONNX Runtime by hand), vidpipe run --runtime ..., "
-                     "ultralytics: its predict(stream=True) where the model is its export; "
-                     "x hand, x ultra: auto's fps over theirs")
+                     "OpenVINO in bfloat16); agree: frame agreement of the pipeline on that "
+                     "runtime with ONNX Runtime run directly (vidpipe model check --runtime); "
+                     "then fps end to end: hand loop (ONNX Runtime by hand), vidpipe run "
+                     "--runtime ..., ultralytics: its predict(stream=True) where the model is "
+                     "its export; x hand, x ultra: auto's fps over theirs")
     for r in rows:
         e2e = r["end_to_end"]
         cells = [f"{a[f'{key}_ms']:.1f}" for a in r["alone"] for key, _ in kinds]
-        agree = [r["check"][k]["frame_agreement"] for k in ("openvino", "openvino-bf16")]
+        agree = [r["check"][k]["frame_agreement"]
+                 for k in ("auto", "openvino", "openvino-bf16")]
         fps = [f"{e2e['fps'][k]:.1f}" if k in e2e["fps"] else "-" for k in runners]
         chose = ",".join(sorted(set(e2e["auto_chose"]))) or "-"
         table.add_row(r["model"], "", *cells,

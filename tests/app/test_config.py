@@ -72,5 +72,6 @@ def test_the_service_takes_every_pipeline_setting_and_builds_the_same_options(tm
     assert (options.batch_size, options.batch_timeout_ms, options.name) == (8, 5.0, "door")
     assert load_config(write(tmp_path, "runtime: openvino\n"), environ={}).runtime == "openvino"
     with pytest.raises(ConfigError, match="service.yaml: runtime: Input should be 'auto', "
-                                          "'onnxruntime', 'openvino', 'tensorrt' or 'torch'"):
+                                          "'onnxruntime', 'openvino', 'openvino-bf16', "
+                                          "'tensorrt' or 'torch'"):
         load_config(write(tmp_path, "runtime: tflite\n"), environ={})

@@ -210,7 +210,9 @@ def test_bench_runtimes_times_checks_and_runs_each_runtime(openvino, small_clip,
         assert alone["openvino_over_onnxruntime"] == pytest.approx(
             alone["onnxruntime_ms"] / alone["openvino_ms"], rel=0.01)
     checked = row["check"]
-    assert [checked[k]["runtime"] for k in checked] == ["openvino", "openvino-bf16"]
+    assert list(checked) == ["auto", "openvino", "openvino-bf16"]
+    assert checked["auto"]["runtime"] in ("onnxruntime", "openvino")
+    assert [checked[k]["runtime"] for k in ("openvino", "openvino-bf16")] == list(checked)[1:]
     assert checked["openvino"]["frames"] == 20
     assert checked["openvino"]["frame_agreement"] == 1.0  # FP32: the same detections
     e2e = row["end_to_end"]
