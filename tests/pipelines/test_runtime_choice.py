@@ -46,15 +46,10 @@ class _File:
         self.path = path
 
 
-def _zoo(name):
-    path, spec = resolve_model(name)
-    return path, spec
-
-
 @pytest.mark.openvino
 @pytest.mark.parametrize("variant", ["model.onnx", "model.pruned50.onnx"])
 def test_openvino_gives_onnx_runtimes_outputs_on_fp32_models(openvino, variant):
-    path, spec = _zoo("shapes-yolo")
+    path, spec = resolve_model("shapes-yolo")
     path = path.parent / variant
     from models.runtime.openvino import OpenVinoBackend
 
@@ -73,7 +68,7 @@ def test_openvino_gives_onnx_runtimes_outputs_on_fp32_models(openvino, variant):
 def test_openvino_calls_from_two_threads_each_get_their_own_answer(openvino):
     from models.runtime.openvino import OpenVinoBackend
 
-    path, _ = _zoo("shapes-yolo")
+    path, _ = resolve_model("shapes-yolo")
     rng = np.random.default_rng(1)
     inputs = [rng.random((1, 3, 320, 320), dtype=np.float32) for _ in range(2)]
     with OpenVinoBackend(path, threads=1, streams=2) as ov:
@@ -100,7 +95,7 @@ def test_the_person_detector_agrees_on_natural_pictures(openvino):
     Runtime on the photographs the probe uses."""
     from models.runtime.openvino import OpenVinoBackend
 
-    path, spec = _zoo("ssdlite-person")
+    path, spec = resolve_model("ssdlite-person")
     agreement = Agreement()
     with OpenVinoBackend(path, threads=1) as ov, OnnxRuntimeBackend(path, threads=1) as ort:
         for tensor, letterbox in probe_inputs(spec, []):
@@ -119,7 +114,7 @@ def test_the_person_detector_agrees_on_natural_pictures(openvino):
 def test_auto_takes_openvino_only_when_it_is_faster_by_the_margin(openvino, monkeypatch,
                                                                     small_clip, times, chosen,
                                                                     why):
-    path, spec = _zoo("shapes-yolo")
+    path, spec = resolve_model("shapes-yolo")
     monkeypatch.setattr(choice, "_interleaved_ms", lambda *a: list(times))
     backend, plan, decision = open_cpu_runtime(path, spec, [_File(small_clip)], "auto", 1, 1)
     try:
@@ -139,7 +134,7 @@ def test_auto_keeps_onnx_runtime_when_openvino_disagrees(openvino, monkeypatch, 
     """However fast it is: a runtime whose detections move is not admitted."""
     from models.runtime.openvino import OpenVinoBackend
 
-    path, spec = _zoo("shapes-yolo")
+    path, spec = resolve_model("shapes-yolo")
     real = OpenVinoBackend.infer
 
     def shifted(self, feeds):
@@ -156,7 +151,7 @@ def test_auto_keeps_onnx_runtime_when_openvino_disagrees(openvino, monkeypatch, 
 
 
 def test_auto_is_onnx_runtime_without_openvino(monkeypatch, small_clip):
-    path, spec = _zoo("shapes-yolo")
+    path, spec = resolve_model("shapes-yolo")
     monkeypatch.setattr(choice, "openvino_version", lambda: None)
     backend, _, decision = open_cpu_runtime(path, spec, [_File(small_clip)], "auto", 1, 1)
     backend.close()
@@ -166,7 +161,7 @@ def test_auto_is_onnx_runtime_without_openvino(monkeypatch, small_clip):
 
 
 def test_openvino_on_a_gpu_is_refused_in_one_line(small_clip):
-    path, spec = _zoo("shapes-yolo")
+    path, spec = resolve_model("shapes-yolo")
     with pytest.raises(ConfigError, match="runtime openvino runs on the CPU"):
         build_pipeline([small_clip], ["clip"], path, spec, [ListSink()], PipelineMetrics(),
                        PipelineOptions(device="cuda", runtime="openvino"))
@@ -174,7 +169,7 @@ def test_openvino_on_a_gpu_is_refused_in_one_line(small_clip):
 
 @pytest.mark.openvino
 def test_a_run_on_openvino_reports_it_and_detects_what_onnx_runtime_does(openvino, small_clip):
-    path, spec = _zoo("shapes-yolo")
+    path, spec = resolve_model("shapes-yolo")
     found = {}
     for runtime in ("onnxruntime", "openvino"):
         metrics = PipelineMetrics(CollectorRegistry())
@@ -235,7 +230,7 @@ def test_bench_runtimes_without_openvino_is_one_line(monkeypatch, small_clip, tm
 
 @pytest.mark.openvino
 def test_bfloat16_is_taken_only_when_asked_for_and_says_so(openvino, small_clip, caplog):
-    path, spec = _zoo("shapes-yolo")
+    path, spec = resolve_model("shapes-yolo")
     with caplog.at_level("WARNING", logger="pipelines.infer.choice"):
         backend, _, decision = open_cpu_runtime(path, spec, [_File(small_clip)],
                                                 "openvino-bf16", 1, 1)
