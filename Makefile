@@ -10,7 +10,7 @@ DEMO_DIR ?= build/demo
 APT_PACKAGES := python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base \
 	gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium prometheus mosquitto
 
-.PHONY: demo test test-container test-openvino image lint clean gpu-api
+.PHONY: demo test test-fast test-fresh test-container test-openvino image lint clean gpu-api
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,17 @@ test: $(VENV)/.test
 	  if [ -n "$$missing" ]; then apt-get update -qq && apt-get install -y -qq $$missing; fi; \
 	fi
 	$(BIN)/pytest -m "not container"
+
+# The inner loop: everything but the tests marked slow (a real Ray cluster, Schemathesis, the
+# browser, broker outages, training) and the container ones; installs nothing with apt (the
+# tests whose Debian packages are missing skip). `make test` still runs everything.
+test-fast: $(VENV)/.test
+	$(BIN)/pytest -m "not slow and not container"
+
+# The README's two commands in a fresh container of the project's Debian base image, on a
+# clone of HEAD: what a new user's first `make test` meets (docker/test-fresh.sh).
+test-fresh:
+	bash docker/test-fresh.sh
 
 # OpenVINO, the optional second CPU runtime (vidpipe[openvino]), installed into the venv and
 # its tests run (the rest of the suite runs without it: make test).

@@ -26,7 +26,7 @@ from pipelines.analytics.config import (
     ZoneConfig,
 )
 from pipelines.errors import ConfigError
-from pipelines.options import PipelineSettings, describe_error
+from pipelines.settings import PipelineSettings, describe_error
 
 STREAM_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 

@@ -32,7 +32,7 @@ from models.spec import ModelSpec
 from models.zoo import variant_label
 from pipelines.build import build_pipeline
 from pipelines.errors import SourceError
-from pipelines.frame import Batch, Detections, Result
+from pipelines.frame import Batch, Detections, Result, copied_to_host
 from pipelines.geometry import Letterbox
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
@@ -151,7 +151,7 @@ def check_model(model_path: Path, spec: ModelSpec, clip: Path, options: Pipeline
     lock = threading.Lock()
 
     def tap(batch: Batch) -> None:
-        tensor = batch.tensor.detach().cpu().numpy()
+        tensor = copied_to_host(batch.tensor)
         with lock:
             for row, frame in zip(tensor, batch.frames, strict=True):
                 wanted, letterbox = reference_input(feed.take(frame.index), spec.input)
@@ -181,8 +181,8 @@ def check_model(model_path: Path, spec: ModelSpec, clip: Path, options: Pipeline
         "interpolation": spec.input.interpolation,
         "options": {"device": options.device, "batch_size": options.batch_size,
                     "ffmpeg_resize": options.ffmpeg_resize, "runtime": options.runtime},
-        "runtime": (pipeline.runtime_choice.runtime if pipeline.runtime_choice is not None
-                    else None),
+        "runtime": (pipeline.plan.runtime.runtime
+                    if pipeline.plan is not None and pipeline.plan.runtime is not None else None),
         **agreement.as_dict(),
         "max_input_diff": round(diffs.max, 4), "mean_input_diff": round(diffs.mean, 5),
         "frames_with_detections_reference": sum(len(d) > 0 for d in reference.values()),

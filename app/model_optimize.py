@@ -23,7 +23,6 @@ from typing import Any
 
 import av
 import numpy as np
-import torch
 
 from app.model_eval import ClipScores, reference_truth, score_against, score_clips
 from models.data import boxes_path
@@ -36,7 +35,7 @@ from models.quantize import METHODS, quantize_model
 from models.spec import InputSpec, ModelSpec
 from models.variants import VariantRow, int8_name, measure_latencies
 from models.zoo import variant_file
-from pipelines.frame import Frame
+from pipelines.frame import Frame, host_array
 from pipelines.options import PipelineOptions
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 from pipelines.sources.media import METADATA_ERRORS
@@ -65,9 +64,9 @@ def calibration_frames(video: Path, spec: InputSpec, count: int = 64) -> np.ndar
         raise CalibrationError(f"calibration video {video}: {len(pictures)} frame(s) decoded, "
                                f"need at least 2")
     prepare = OpenCVPreprocessor(spec)
-    frames = [Frame("calibration", i, None, 0.0, torch.from_numpy(p))
+    frames = [Frame("calibration", i, None, 0.0, p)
               for i, p in enumerate(pictures)]
-    return prepare.prepare_many(frames).tensor.numpy()
+    return host_array(prepare.prepare_many(frames).tensor)
 
 
 @dataclass(slots=True)

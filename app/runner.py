@@ -1,12 +1,13 @@
-"""Running a pipeline over files and cameras from the command line: outputs, progress,
-Prometheus, signals.
+"""A pipeline run over files and cameras: outputs, progress, Prometheus, signals.
 
-``run_files`` is what ``vidpipe run`` and ``vidpipe demo`` call. It opens everything before the
-first frame (a file, a camera's first connection, the model: bad input fails fast, exit 2),
-writes outputs atomically (a failed run leaves none behind), and returns the run's summary. A
-camera (``rtsp://``) runs with the live rules and reconnects until Ctrl-C or SIGTERM, which
-drain; a file they stop before its end is named in ``summary.json`` (``"interrupted"``), and
-hidden ``.partial`` files a killed run left are removed when the next run starts.
+``run_request`` is what ``vidpipe run`` and ``vidpipe demo`` call: the run a user asked for
+(``RunRequest``: its sources, model and flags) checked and handed to ``run_files``, which
+opens everything before the first frame (a file, a camera's first connection, the model: bad
+input fails fast, exit 2), writes outputs atomically (a failed run leaves none behind), and
+returns the run's summary. A camera (``rtsp://``) runs with the live rules and reconnects
+until Ctrl-C or SIGTERM, which drain; a file they stop before its end is named in
+``summary.json`` (``"interrupted"``), and hidden ``.partial`` files a killed run left are
+removed when the next run starts.
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from app.events.config import EventsConfig
+from app.events.outputs import check_webhooks
 from app.events.run import RunEvents
 from models.spec import ModelSpec
+from models.zoo import resolve_model
+from pipelines.analytics.config import from_flags
 from pipelines.analytics.stage import AnalyticsStage
 from pipelines.build import build_pipeline, check_device
 from pipelines.errors import ConfigError
+from pipelines.events.config import ClipSettings
 from pipelines.events.ring import RecordingSource
 from pipelines.gpu_metrics import GpuSampler, gpu_sampler_for
 from pipelines.metrics import PipelineMetrics
@@ -44,6 +49,58 @@ from pipelines.sources.paced import PacedFileSource
 from pipelines.sources.rtsp import RtspSource
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """A run as the user asked for it: sources, the model (a zoo name, folder or ONNX file,
+    with ``output_format`` and ``classes`` for one without a card), the pipeline's
+    ``settings`` (``PipelineSettings`` keys), and the analytics and event flags."""
+
+    sources: Sequence[str]
+    out: Path = Path("out")
+    model: str | None = None
+    output_format: str | None = None
+    classes: Path | None = None
+    input_size: tuple[int, int] | None = None
+    annotate: bool = False
+    metrics_port: int | None = None
+    live: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+    ffmpeg_resize: bool = False
+    track: str | None = None
+    lines: Sequence[str] = ()
+    zones: Sequence[str] = ()
+    detect_every: int = 1
+    events_mqtt: str | None = None
+    events_webhooks: Sequence[str] = ()
+    snapshots: bool = False
+    clips: bool = False
+
+
+def run_request(request: RunRequest, *,
+                on_progress: Callable[[int, int | None], None] | None = None) -> RunOutputs:
+    """Check ``request`` (options, model, events: ConfigError, ModelError or SourceError
+    naming what is wrong) and run it (``run_files``)."""
+    options = PipelineOptions(**request.settings, ffmpeg_resize=request.ffmpeg_resize,
+                              analytics=from_flags(request.track, list(request.lines),
+                                                   list(request.zones), request.detect_every))
+    model_path, spec = resolve_model(request.model, output_format=request.output_format,
+                                     classes=request.classes, input_size=request.input_size)
+    log.info("model %s (%s, %d classes) from %s", spec.name, spec.output.format,
+             spec.num_classes, model_path)
+    events = EventsConfig(mqtt=request.events_mqtt, webhooks=list(request.events_webhooks),
+                          snapshots=request.snapshots,
+                          clips=ClipSettings() if request.clips else None)
+    if (events.mqtt or events.webhooks or events.snapshots or events.clips) \
+            and options.analytics is None:
+        raise ConfigError("--events-mqtt, --events-webhook, --snapshots and --clips are "
+                          "about tracked objects: add --track (or --line, --zone)")
+    check_webhooks(events.webhooks, None, allow_idn=False)
+    _, _, outputs = run_files(request.sources, model_path, spec, request.out, options,
+                              annotate=request.annotate, metrics_port=request.metrics_port,
+                              live=request.live, on_progress=on_progress, events=events)
+    return outputs
 
 
 @dataclass(slots=True)
@@ -332,10 +389,13 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
         "streams": streams,
         "batch_sizes": {str(k): v for k, v in sorted(metrics.batch_sizes.items())},
     }
-    if pipeline.threads is not None:
-        report["threads"] = asdict(pipeline.threads)
-    if pipeline.runtime_choice is not None:
-        report["runtime"] = pipeline.runtime_choice.as_dict()
+    plan = pipeline.plan
+    if plan is not None:
+        report["threads"] = asdict(plan.threads)
+        if plan.runtime is not None:
+            report["runtime"] = plan.runtime.as_dict()
+        report["plan"] = {"batch_size": plan.batch_size, "cached": plan.cached,
+                          "measured_at": plan.measured_at}
     if analytics:
         report["analytics"] = _summed(list(analytics.values()))
     if metrics.events:

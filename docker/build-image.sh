@@ -15,7 +15,8 @@
 #      the index).
 #
 # Arguments: the images to build, `cpu` (the default) and `prometheus` (Prometheus from Debian's
-# package, which the compose stack uses in place of prom/prometheus: PROMETHEUS_IMAGE).
+# package, which the compose stack uses in place of prom/prometheus: PROMETHEUS_IMAGE); `base`
+# alone makes steps 1-3 only (docker/test-fresh.sh runs the README's commands on it).
 # Environment: VIDPIPE_IMAGE (tag, default vidpipe:cpu), VIDPIPE_BASE_IMAGE (default
 # localhost/vidpipe-base:bookworm), DEBIAN_SOURCES (apt sources file for the rootfs), EXTRAS
 # (pip extras, e.g. "[ray]").

@@ -29,7 +29,6 @@ name by name against the real bindings by ``tests/gpu_api``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from models.cache import cache_dir, file_sha256, key_digest, write_atomically
 from models.errors import ModelError
 from models.fp16 import to_fp16
 
@@ -61,8 +61,7 @@ class EngineKey:
 
     @property
     def digest(self) -> str:
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return key_digest(asdict(self))
 
     def differences(self, other: dict[str, Any]) -> list[str]:
         """The fields where a stored record differs from this key, as 'field a -> b'."""
@@ -109,18 +108,10 @@ def built_precision(requested: str, layers: dict[str, int]) -> tuple[str, bool]:
     return ("fp16" if layers.get("FP16") else "fp32"), True
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def default_cache_dir() -> Path:
-    """VIDPIPE_ENGINE_CACHE, else ~/.cache/vidpipe/engines (the container mounts a volume)."""
+    """VIDPIPE_ENGINE_CACHE, else ``engines/`` in vidpipe's cache (``models.cache``)."""
     configured = os.environ.get("VIDPIPE_ENGINE_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "vidpipe" / "engines"
+    return Path(configured) if configured else cache_dir() / "engines"
 
 
 def import_tensorrt() -> Any:
@@ -174,10 +165,10 @@ def ensure_engine(model: Path, precision: str, batch: int, cache: Path | None = 
         log.warning("engine %s: asked for %s, built %s%s", path.name, precision, actual,
                     f" ({built.note})" if built.note else "")
     cache.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, built.data)
+    write_atomically(path, built.data)
     record = asdict(key) | {"built": {"precision": actual, "confirmed_by_layers": confirmed,
                                       "layers": built.layers, "note": built.note}}
-    _write_atomically(record_path(path), (json.dumps(record, indent=1) + "\n").encode())
+    write_atomically(record_path(path), json.dumps(record, indent=1) + "\n")
     return EngineResult(path, key, True, reason, actual)
 
 
@@ -209,12 +200,6 @@ def _read_record(engine: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(data)
-    os.replace(partial, path)
 
 
 def build_serialized(model: Path, precision: str, batch: int) -> BuiltEngine:

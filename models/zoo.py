@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from models.errors import ModelError
 from models.runtime.base import TensorInfo
@@ -25,8 +24,12 @@ from models.spec import (
     read_classes,
 )
 
+if TYPE_CHECKING:
+    import onnx
+
 log = logging.getLogger(__name__)
-_ONNX_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.UINT8: "uint8"}
+# onnx.TensorProto's element types a card-less model's input may have
+_ONNX_DTYPES = {1: "float32", 2: "uint8"}  # FLOAT, UINT8
 
 
 # The optimised variants of a model live beside it (``vidpipe model optimize`` writes them):
@@ -104,6 +107,10 @@ def _from_card(card: Path, onnx_path: Path | None) -> tuple[Path, ModelSpec]:
 
 
 def read_graph(path: Path) -> onnx.ModelProto:
+    """The ONNX graph of ``path`` (the onnx package, half a second to import, is loaded here:
+    only a model without a card needs its graph read)."""
+    import onnx
+
     try:
         return onnx.load(str(path), load_external_data=False)
     except Exception as e:  # protobuf raises several unrelated types for a non-ONNX file

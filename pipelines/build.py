@@ -79,22 +79,9 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
         for thing in reversed(opened):
             thing.close()
         raise
-    batch_size = fitted_batch_size(options.batch_size, backends, model_path)
-    pipeline = wire_pipeline(sources, backends, spec, sinks, metrics, options, batch_size)
-    pipeline.threads = backends.plan
-    pipeline.runtime_choice = backends.runtime_choice
-    return pipeline
-
-
-def fitted_batch_size(wanted: int, backends: StageBackends, model_path: Path) -> int:
-    """``wanted``, or less where the graph or the runtime takes fewer frames at once."""
-    limits = [n for n in (backends.input.fixed_batch, backends.runtime.max_batch)
-              if n is not None]
-    fitted = min([wanted, *limits])
-    if fitted < wanted:
-        log.warning("%s takes batches of %d at most; batch size lowered from %d",
-                    model_path.name, fitted, wanted)
-    return fitted
+    assert backends.plan.batch_size is not None  # fitted by open_backends
+    return wire_pipeline(sources, backends, spec, sinks, metrics, options,
+                         backends.plan.batch_size)
 
 
 def decoder_scale(spec: ModelSpec, sinks: Sequence[Sink],
@@ -157,7 +144,8 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
     results = channel("results")
     stages.append(InferStage(backends.runtime, prepared, inferred, metrics,
                              batch_size=batch_size, batch_timeout_ms=options.batch_timeout_ms,
-                             max_age_s=options.max_age_s, workers=backends.plan.infer_workers,
+                             max_age_s=options.max_age_s,
+                             workers=backends.plan.threads.infer_workers,
                              queued=0 if live else 1, input_tap=options.input_tap))
     if analytics is None:
         stages.append(PostprocessStage(backends.postprocessor, inferred, results, metrics,
@@ -172,4 +160,5 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
         stages.append(AnalyticsStage(per_stream, decoded_boxes, results, metrics,
                                      keep_images=keep_images))
     stages.append(SinkStage(sinks, spec, results, metrics))
-    return Pipeline(stages, channels, metrics, [s.stream_id for s in sources])
+    return Pipeline(stages, channels, metrics, [s.stream_id for s in sources],
+                    plan=backends.plan)

@@ -1,9 +1,9 @@
 """Small CUDA helpers shared by the GPU stages: device strings, lazy library checks, the
 event hand-off between stage streams, and pinned staging buffers for CPU-decoded frames.
 
-Nothing here touches CUDA at import time, so every module that uses it imports on a machine
-without a GPU; what needs a GPU says so (DeviceError, naming what is missing) only when it is
-asked to run.
+Nothing here touches CUDA, or imports torch, at import time, so every module that uses it
+imports on a machine without a GPU and the CPU path never loads torch; what needs a GPU says
+so (DeviceError, naming what is missing) only when it is asked to run.
 
 The hand-off (docs/ARCHITECTURE.md, Concurrency): a producer enqueues its work for an item on
 its own stream and records an event after it (``record_ready``); the consumer makes its stream
@@ -21,12 +21,14 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
 
 from pipelines.errors import DeviceError
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ class DeviceSpec:
 
     @property
     def torch_device(self) -> torch.device:
+        import torch
+
         return torch.device("cpu") if self.kind == "cpu" else torch.device("cuda", self.index)
 
     def __str__(self) -> str:
@@ -69,6 +73,8 @@ def parse_device(text: str | DeviceSpec) -> DeviceSpec:
 def cuda_available() -> bool:
     """Whether torch sees a usable CUDA device (False on CPU-only torch builds)."""
     try:
+        import torch
+
         return bool(torch.cuda.is_available())
     except Exception:  # a broken driver raises from deep inside; it means "no"
         return False
@@ -79,6 +85,8 @@ def require_cuda(device: str | DeviceSpec) -> torch.device:
     spec = parse_device(device)
     if not spec.is_cuda:
         raise DeviceError(f"device {spec} is not a CUDA device; the GPU backends need cuda[:N]")
+    import torch
+
     if not torch.backends.cuda.is_built():
         raise DeviceError(f"device {spec}: this torch ({torch.__version__}) is built without "
                           "CUDA; install a CUDA build of torch or use --device cpu")
@@ -121,12 +129,16 @@ def import_gpu_library(module: str, package: str, purpose: str) -> ModuleType:
 
 def new_stream(device: torch.device) -> Any:
     """A new CUDA stream on ``device`` for one stage (blocking w.r.t. nothing but its events)."""
+    import torch
+
     return torch.cuda.Stream(device=device)
 
 
 def record_ready(stream: Any) -> Any:
     """Record an event on ``stream`` after the work enqueued so far: the item is ready when
     the event completes. Returns the event, to be attached to the item (``Frame.ready``)."""
+    import torch
+
     event = torch.cuda.Event()
     event.record(stream)
     return event
@@ -172,6 +184,8 @@ class PinnedStaging:
 
     def upload(self, array: np.ndarray | torch.Tensor, stream: Any) -> torch.Tensor:
         """A device copy of ``array``; valid on ``stream`` (enqueued there, not finished)."""
+        import torch
+
         host = torch.from_numpy(np.ascontiguousarray(array)) if isinstance(array, np.ndarray) \
             else array
         staged = torch.empty(host.shape, dtype=host.dtype, pin_memory=True)

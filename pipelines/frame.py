@@ -3,19 +3,70 @@ Result, the same on every device.
 
 They are small dataclasses that check their own shapes, so a backend that returns the wrong
 thing fails where it returns it, with a message that says what was expected.
+
+A picture or a batch tensor is an array in the memory of the device that made it: a numpy
+array on the host, a torch tensor on a GPU. Both have ``shape``, ``ndim`` and ``dtype``, and
+this module is the one place that tells them apart, so the CPU path never imports torch: a
+torch tensor can only exist where something imported torch already.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast
 
 import numpy as np
-import torch
 
 from pipelines.geometry import Letterbox
+
+if TYPE_CHECKING:
+    import torch
+
+# (H, W, 3) uint8 RGB, or a batch (4-D): numpy on the host, torch on a device
+Picture: TypeAlias = "np.ndarray | torch.Tensor"
+
+
+def is_tensor(array: Any) -> TypeGuard[torch.Tensor]:
+    """Whether ``array`` is a torch tensor (of any device), without importing torch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(array, torch.Tensor)
+
+
+def on_device(array: Any) -> TypeGuard[torch.Tensor]:
+    """Whether ``array`` lives in a GPU's memory (a torch tensor not on the CPU)."""
+    return is_tensor(array) and array.device.type != "cpu"
+
+
+def tensor_of(array: Any, what: str = "Batch.tensor") -> torch.Tensor:
+    """``array`` as the torch tensor a device stage needs; TypeError if it is not one."""
+    if not is_tensor(array):
+        raise TypeError(f"{what} must be a torch tensor here, got {type(array).__name__}")
+    return array
+
+
+def host_array(array: Any, what: str = "picture") -> np.ndarray:
+    """``array`` as numpy, without a copy: a numpy array as it is, a CPU torch tensor viewed.
+    A GPU tensor is a ValueError: copying it to the host is its stage's decision (it must wait
+    for the tensor's CUDA event first)."""
+    if isinstance(array, np.ndarray):
+        return array
+    if is_tensor(array):
+        if array.device.type != "cpu":
+            raise ValueError(f"{what} is on {array.device}; it must be on the host here")
+        return array.numpy()
+    raise TypeError(f"{what} must be a numpy array (or a torch tensor on a GPU), got "
+                    f"{type(array).__name__}")
+
+
+def copied_to_host(array: Any) -> np.ndarray:
+    """``array`` as numpy, a device tensor copied to the host (which waits for the device:
+    for the stages and tools that must have the pixels now)."""
+    if on_device(array):
+        return array.detach().cpu().numpy()
+    return host_array(array)
 
 
 @dataclass(slots=True)
@@ -27,11 +78,11 @@ class DecodedPicture:
     leaves ``image`` None and gives ``load``, which makes it: a frame that is dropped before
     it is prepared is then never converted from YUV at all."""
 
-    image: torch.Tensor | None
+    image: Picture | None
     pts: float | None  # seconds
     source_size: tuple[int, int] | None = None
     ready: Any = None
-    load: Callable[[], torch.Tensor] | None = None
+    load: Callable[[], Picture] | None = None
 
     def __post_init__(self) -> None:
         if self.image is None and self.load is None:
@@ -42,9 +93,10 @@ class DecodedPicture:
 class Frame:
     """One decoded picture of one stream.
 
-    ``image`` is HWC uint8 RGB on the device of the stage that made it; on the CPU it wraps the
-    decoder's numpy array without a copy. ``None`` once a stage has released the pixels and only
-    the metadata travels on. ``ready`` is the CUDA event that marks the image as written, or None.
+    ``image`` is HWC uint8 RGB on the device of the stage that made it (``Picture``: the
+    decoder's numpy array on the CPU, a torch tensor on a GPU); ``None`` once a stage has
+    released the pixels and only the metadata travels on. ``ready`` is the CUDA event that
+    marks the image as written, or None.
     ``timings`` collects the seconds each stage spent on the frame (a batched stage: its batch).
     ``source_size`` is the (width, height) the picture was decoded at when the decoder already
     shrank ``image`` to the model's letterbox (``ScaleTo``); None when ``image`` is full size.
@@ -55,11 +107,11 @@ class Frame:
     index: int
     pts: float | None
     captured_at: float
-    image: torch.Tensor | None
+    image: Picture | None
     ready: Any = None
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds spent on it
     source_size: tuple[int, int] | None = None
-    load: Callable[[], torch.Tensor] | None = None  # makes ``image`` (DecodedPicture.load)
+    load: Callable[[], Picture] | None = None  # makes ``image`` (DecodedPicture.load)
     # with --detect-every N: the frames before this one the model does not see, which travel
     # with it (the tracker gives their boxes); each counts as a frame of its own
     riders: list[Frame] = field(default_factory=list)
@@ -82,14 +134,16 @@ class Frame:
         self._check_image()
 
     def _check_image(self) -> None:
-        if self.image is not None:
-            if not isinstance(self.image, torch.Tensor):
-                raise TypeError(f"Frame.image must be a torch.Tensor (wrap numpy with "
-                                f"torch.from_numpy), got {type(self.image).__name__}")
-            if self.image.ndim != 3 or self.image.shape[2] != 3:
-                raise ValueError(f"Frame.image must be (H, W, 3), got {tuple(self.image.shape)}")
-            if self.image.dtype != torch.uint8:
-                raise ValueError(f"Frame.image must be uint8, got {self.image.dtype}")
+        image = self.image
+        if image is None:
+            return
+        if not (isinstance(image, np.ndarray) or is_tensor(image)):
+            raise TypeError(f"Frame.image must be a numpy array (or a torch tensor on a GPU), "
+                            f"got {type(image).__name__}")
+        if image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"Frame.image must be (H, W, 3), got {tuple(image.shape)}")
+        if str(image.dtype).removeprefix("torch.") != "uint8":
+            raise ValueError(f"Frame.image must be uint8, got {image.dtype}")
 
     @property
     def size(self) -> tuple[int, int]:
@@ -133,7 +187,7 @@ class Batch:
     """
 
     frames: list[Frame]
-    tensor: torch.Tensor
+    tensor: Picture
     letterboxes: list[Letterbox]
     outputs: dict[str, Any] = field(default_factory=dict)
     ready: Any = None
@@ -157,17 +211,21 @@ class Batch:
     def concat(cls, batches: Sequence[Batch]) -> Batch:
         """Join batches (from any streams) into one, in order.
 
-        CPU tensors are joined by numpy, on the calling thread alone: ``torch.cat`` splits a
-        copy this size over its OpenMP threads, whose spinning after every call takes cycles
-        from the stages' own threads (docs/BENCHMARKS.md).
+        Host tensors are joined by numpy, on the calling thread alone (``torch.cat`` split a
+        copy this size over its OpenMP threads, whose spinning after every call took cycles
+        from the stages' own threads: docs/BENCHMARKS.md); device tensors by torch.
         """
         if not batches:
             raise ValueError("Batch.concat needs at least one batch")
         if len(batches) == 1:
             return batches[0]
         tensors = [b.tensor for b in batches]
-        joined = (torch.from_numpy(np.concatenate([t.numpy() for t in tensors]))
-                  if all(t.device.type == "cpu" for t in tensors) else torch.cat(tensors))
+        if any(on_device(t) for t in tensors):
+            import torch
+
+            joined: Picture = torch.cat(cast("list[torch.Tensor]", tensors))
+        else:
+            joined = np.concatenate([host_array(t, "Batch.tensor") for t in tensors])
         return cls(
             frames=[f for b in batches for f in b.frames],
             tensor=joined,

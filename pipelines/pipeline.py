@@ -11,11 +11,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.channel import Channel
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage, run_stage
+
+if TYPE_CHECKING:
+    from pipelines.plan import RunPlan
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +28,7 @@ class Pipeline:
 
     def __init__(self, stages: Sequence[Stage[Any, Any]], channels: Sequence[Channel[Any]],
                  metrics: PipelineMetrics, streams: Sequence[str], *,
-                 account_stopped: bool = True) -> None:
+                 plan: RunPlan | None = None, account_stopped: bool = True) -> None:
         self.stages = list(stages)
         self.channels = list(channels)
         self.metrics = metrics
@@ -34,8 +37,7 @@ class Pipeline:
         self._closed = False
         self.started_at: float | None = None
         self.wall_s: float | None = None
-        self.threads: Any = None  # the ThreadPlan it was built with, where one was chosen
-        self.runtime_choice: Any = None  # the CPU runtime's RuntimeDecision, where one was made
+        self.plan = plan  # what it was built with: threads, runtime, batch size
         # False for a stream's feed into a shared detector: its frames may still be in the
         # detector when the feed ends, and the detector does the books (SharedDetector.detach)
         self.account_stopped = account_stopped

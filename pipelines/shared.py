@@ -31,7 +31,7 @@ from models.spec import ModelSpec
 from pipelines.analytics.stage import AnalyticsStage
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends, open_backends
-from pipelines.build import account_drop, counted_channel, fitted_batch_size
+from pipelines.build import account_drop, counted_channel
 from pipelines.channel import DropPolicy
 from pipelines.decode.stage import DecodeStage, PacketSource
 from pipelines.fair import FairChannel
@@ -100,11 +100,12 @@ class SharedDetector:
                        batch_size=self.batch_size,
                        batch_timeout_ms=self.options.batch_timeout_ms,
                        max_age_s=self.options.max_age_s,
-                       workers=CALLS_PER_PLANNED * backends.plan.infer_workers,
+                       workers=CALLS_PER_PLANNED * backends.plan.threads.infer_workers,
                        on_batch=self._count_batch,
                        preprocessor_for=backends.preprocessor_for),
             PostprocessStage(backends.postprocessor, inferred, detected, self.metrics,
-                             keep_images=True, workers=backends.plan.infer_workers),
+                             keep_images=True,
+                             workers=backends.plan.threads.infer_workers),
             AnalyticsStage(self.analytics, detected, results, self.metrics, keep_images=True),
             SettlingSinkStage(self.router, self.spec, results, self.metrics),
         ]
@@ -138,8 +139,9 @@ class SharedDetector:
 
         backends = reopen()
         try:
-            batch_size = fitted_batch_size(options.batch_size, backends, model_path)
-            detector = cls(name, backends, spec, metrics, options, batch_size, reopen=reopen)
+            assert backends.plan.batch_size is not None  # fitted by open_backends
+            detector = cls(name, backends, spec, metrics, options, backends.plan.batch_size,
+                           reopen=reopen)
         except BaseException:
             backends.close()
             raise

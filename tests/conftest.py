@@ -1,14 +1,20 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from pipelines.sources.synthetic import make_test_clip
+from tests.support.requires import required, unavailable
+
+# Runs in the tests (and the processes they start) keep their plans in a cache of their own:
+# never the user's, and fresh for every session.
+os.environ["VIDPIPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="vidpipe-test-cache-")
 
 
 def pytest_collection_modifyitems(config, items):
     """GPU tests skip without CUDA, and fail instead when REQUIRE_GPU=1."""
-    if os.environ.get("REQUIRE_GPU") == "1":
+    if required("gpu"):
         return
     try:
         import torch
@@ -48,8 +54,6 @@ def rtsp_servers():
 
     reason = gstreamer_missing()
     if reason is not None:
-        if os.environ.get("REQUIRE_RTSP") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable("rtsp", reason)
     with RtspServers() as servers:
         yield servers

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 import shutil
 import signal
 import socket
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.support.requires import unavailable
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
@@ -29,9 +28,7 @@ def mosquitto_missing() -> str | None:
 
 
 def skip_or_fail(reason: str) -> None:
-    if os.environ.get("REQUIRE_MQTT") == "1":
-        pytest.fail(f"REQUIRE_MQTT=1 but {reason}")
-    pytest.skip(reason)
+    unavailable("mqtt", reason)
 
 
 def free_port() -> int:

@@ -10,7 +10,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import onnxruntime as ort
-import torch
 
 from app.bench.measure import Measurement
 from models.spec import ModelSpec
@@ -42,8 +41,8 @@ def measure_hand_loop(variant: str, path: Path, model_path: Path, spec: ModelSpe
             if not ok:
                 break
             rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-            batch = prepare(Frame("hand", len(latencies), None, start, torch.from_numpy(rgb)))
-            values = session.run(output_names, {input_name: batch.tensor.numpy()})
+            batch = prepare(Frame("hand", len(latencies), None, start, rgb))
+            values = session.run(output_names, {input_name: batch.tensor})
             decode_outputs(dict(zip(output_names, values, strict=True)), batch.letterboxes,
                            spec.output, size, spec.num_classes)
             latencies.append(time.monotonic() - start)

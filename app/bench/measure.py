@@ -113,6 +113,7 @@ def measure_pipeline(variant: str, paths: Sequence[Path], model_path: Path, spec
         cpu0, t0 = time.process_time(), time.monotonic()
         asyncio.run(pipeline.run())
         wall, cpu = time.monotonic() - t0, time.process_time() - cpu0
+    plan = pipeline.plan
     drops: dict[str, int] = {}
     for sid in ids:
         for outcome, count in metrics.outcomes[sid].items():
@@ -121,6 +122,6 @@ def measure_pipeline(variant: str, paths: Sequence[Path], model_path: Path, spec
     return Measurement(
         variant, len(sink.samples), wall, cpu, np.array([lat for _, lat in sink.samples]),
         {s.stage: s.busy for s in metrics.stage_summaries(wall)}, drops, rss.peak - rss.baseline,
-        asdict(pipeline.threads) if pipeline.threads is not None else None,
-        pipeline.runtime_choice.as_dict() if pipeline.runtime_choice is not None else None,
+        asdict(plan.threads) if plan is not None else None,
+        plan.runtime.as_dict() if plan is not None and plan.runtime is not None else None,
     )

@@ -63,6 +63,7 @@ def profile(paths: Sequence[Path], model_path: Path, spec: ModelSpec, options: P
                        "ms_per_frame": per_frame * 1000,
                        "ceiling_fps": s.instances / per_frame if per_frame > 0 else float("inf")})
     slowest = min(stages, key=lambda s: s["ceiling_fps"])
+    threads = pipeline.plan.threads if pipeline.plan is not None else None
     fps = frames / wall if wall > 0 else 0.0
     return {
         "frames": frames, "wall_s": wall, "fps": fps, "cpu_util": cpu / (wall * CORES),
@@ -70,8 +71,8 @@ def profile(paths: Sequence[Path], model_path: Path, spec: ModelSpec, options: P
         "queue_occupancy": {k: sum(v) / len(v) for k, v in occupancy.items() if v},
         "bottleneck": slowest["stage"], "ceiling_fps": slowest["ceiling_fps"],
         "efficiency": fps / slowest["ceiling_fps"], "batch_size": options.batch_size,
-        "threads": asdict(pipeline.threads) if pipeline.threads is not None else None,
-        "advice": advice(stages, slowest, cpu / (wall * CORES), options, pipeline.threads),
+        "threads": asdict(threads) if threads is not None else None,
+        "advice": advice(stages, slowest, cpu / (wall * CORES), options, threads),
     }
 
 

@@ -88,7 +88,7 @@ def exported_by_ultralytics(path: Path) -> bool:
 def run_ultralytics(python: Path, path: Path, clip: Path, frames: int | None) -> dict[str, Any]:
     """One run of Ultralytics' predictor in its own interpreter (``ultralytics_peer``)."""
     script = Path(__file__).with_name("ultralytics_peer.py")
-    done = subprocess.run([str(python), "-P", str(script), str(path.resolve()),
+    done = subprocess.run([str(python), "-P", str(script), "stream", str(path.resolve()),
                            str(clip.resolve()), str(frames or 0)], capture_output=True,
                           text=True, timeout=PEER_TIMEOUT_S, check=False)
     if done.returncode != 0:

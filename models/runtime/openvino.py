@@ -21,16 +21,20 @@ agree is measured (``vidpipe model check --runtime openvino``), not assumed.
 ``threads`` is the inference threads per call and ``streams`` the calls at once (the thread
 plan's ``infer`` and ``infer_workers``): OpenVINO runs ``streams`` CPU streams of ``threads``
 threads each, and ``infer`` may be called from that many threads, each with its own request.
+Compiled models are kept in OpenVINO's cache, under vidpipe's (``models.cache``): a repeat run
+loads the compiled blob instead of compiling the model again.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from models.cache import cache_dir
 from models.errors import ModelError
 from models.runtime.base import GraphPorts, TensorInfo
 
@@ -46,12 +50,14 @@ class OpenVinoLoadError(ModelError):
 
 
 def openvino_version() -> str | None:
-    """The installed OpenVINO's version, or None when it is not installed."""
+    """The installed OpenVINO's version, or None when it is not installed (read from the
+    package's metadata: importing OpenVINO itself takes a while)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        import openvino
-    except ImportError:
+        return version("openvino")
+    except PackageNotFoundError:
         return None
-    return str(openvino.__version__).split("-")[0]
 
 
 class OpenVinoBackend(GraphPorts):
@@ -77,6 +83,9 @@ class OpenVinoBackend(GraphPorts):
         }
         if threads:
             config["INFERENCE_NUM_THREADS"] = threads * streams
+        blobs = _compiled_cache()
+        if blobs is not None:  # a model compiled once loads from its blob after
+            config["CACHE_DIR"] = str(blobs)
         try:
             self._compiled: Any = ov.Core().compile_model(str(self.path), "CPU", config)
         except Exception as e:  # OpenVINO raises RuntimeError with its own text for bad files
@@ -118,6 +127,17 @@ class OpenVinoBackend(GraphPorts):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _compiled_cache() -> Path | None:
+    """OpenVINO's cache of compiled models, in vidpipe's (``models.cache``), where it can be
+    written; None elsewhere (each run compiles again)."""
+    folder = cache_dir() / "openvino"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder if os.access(folder, os.W_OK) else None
 
 
 def _info(port: Any) -> TensorInfo:

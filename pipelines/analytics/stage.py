@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.channel import Channel
-from pipelines.frame import Frame, Result
+from pipelines.frame import Frame, Result, copied_to_host, on_device
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage
 
@@ -50,7 +50,7 @@ def _on_host(frame: Frame) -> None:
     went through postprocessing, which moves it; a GPU decoder's rider is moved here, once its
     decoder's event says it is written: unverified on a GPU)."""
     frame.materialize()
-    if frame.image is not None and frame.image.device.type != "cpu":
+    if on_device(frame.image):
         if frame.ready is not None:
             frame.ready.synchronize()
-        frame.image, frame.ready = frame.image.cpu(), None
+        frame.image, frame.ready = copied_to_host(frame.image), None

@@ -37,7 +37,6 @@ from typing import Literal
 import av
 import cv2
 import numpy as np
-import torch
 from av.video.reformatter import VideoReformatter
 
 from models.spec import InputSpec, Interpolation
@@ -151,10 +150,10 @@ class PyAVDecoder:
             source = None if self._rgb.scale is None else (frame.width, frame.height)
             return DecodedPicture(None, pts, source, load=partial(self._load, frame))
         image, source = self._rgb.convert(frame)
-        return DecodedPicture(torch.from_numpy(image), pts, source)
+        return DecodedPicture(image, pts, source)
 
-    def _load(self, frame: av.VideoFrame) -> torch.Tensor:
-        return torch.from_numpy(self._rgb.convert(frame)[0])
+    def _load(self, frame: av.VideoFrame) -> np.ndarray:
+        return self._rgb.convert(frame)[0]
 
     def close(self) -> None:
         """Nothing to release: the codec context belongs to the source's container."""

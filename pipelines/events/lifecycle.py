@@ -18,11 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from pipelines.analytics.timeline import Timeline
 from pipelines.events.config import ObjectSettings
-from pipelines.frame import Frame, Result
+from pipelines.frame import Frame, Picture, Result
 
 
 @dataclass(slots=True)
@@ -30,7 +29,7 @@ class BestPicture:
     """The picture an object looked best in: its frame's pixels and the box there."""
 
     quality: float  # score x box area
-    image: torch.Tensor  # (H, W, 3) uint8 RGB, the frame's own tensor
+    image: Picture  # (H, W, 3) uint8 RGB, the frame's own picture
     box: np.ndarray
     score: float
     frame: int
@@ -152,7 +151,7 @@ class ObjectLifecycle:
         return [ObjectEvent("end", obj, frame) for obj in ended]
 
 
-def _keep_best(obj: TrackedObject, image: torch.Tensor, box: np.ndarray, score: float,
+def _keep_best(obj: TrackedObject, image: Picture, box: np.ndarray, score: float,
                frame: int) -> None:
     quality = score * float(max(box[2] - box[0], 0.0) * max(box[3] - box[1], 0.0))
     if obj.best is None or quality > obj.best.quality:

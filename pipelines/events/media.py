@@ -23,7 +23,7 @@ import numpy as np
 from models.spec import ModelSpec
 from pipelines.events.lifecycle import BestPicture
 from pipelines.events.ring import ClipPackets
-from pipelines.frame import Detections
+from pipelines.frame import Detections, host_array
 from pipelines.sinks.atomic import AtomicPath
 from pipelines.sinks.video import draw_detections
 
@@ -58,7 +58,7 @@ def write_clip(path: Path, clip: ClipPackets) -> float:
 def write_snapshots(folder: Path, event_id: str, best: BestPicture, class_id: int,
                     spec: ModelSpec, quality: int = 90) -> None:
     """The object's best picture as two JPEGs: with its box drawn, and clean."""
-    rgb = best.image.numpy()
+    rgb = host_array(best.image)
     boxed = draw_detections(rgb, Detections(best.box.reshape(1, 4), np.array([best.score]),
                                             np.array([class_id])), spec)
     for suffix, picture in ((KINDS["snapshot"], boxed), (KINDS["clean"], rgb)):

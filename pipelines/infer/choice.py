@@ -90,16 +90,14 @@ def open_cpu_runtime(model_path: Path, spec: ModelSpec, sources: Sequence[Any], 
         return session, plan, RuntimeDecision("onnxruntime", "asked for")
     if runtime in ("openvino", "openvino-bf16"):
         session.close()
-        backend = OpenVinoBackend(model_path, threads=plan.infer, streams=plan.infer_workers,
-                                  precision="bf16" if runtime == "openvino-bf16" else "f32")
-        reason = f"asked for, OpenVINO {openvino_version()} in {backend.precision}"
+        reason = f"asked for, OpenVINO {openvino_version()} in " \
+                 f"{'bf16' if runtime == 'openvino-bf16' else 'f32'}"
         if runtime == "openvino-bf16":
             reason += (": bfloat16 arithmetic, so the outputs are not the model's own (measure "
                        "the cost: vidpipe model check --runtime openvino-bf16)")
-            log.warning("runtime: %s", reason)
-        else:
-            log.info("runtime: %s", reason)
-        return backend, plan, RuntimeDecision(runtime, reason)
+        (log.warning if runtime == "openvino-bf16" else log.info)("runtime: %s", reason)
+        decision = RuntimeDecision(runtime, reason)
+        return open_runtime(model_path, decision, plan), plan, decision
     try:
         choice, candidate = _trial(model_path, spec, sources, plan, session)
     except BaseException:
@@ -112,6 +110,15 @@ def open_cpu_runtime(model_path: Path, spec: ModelSpec, sources: Sequence[Any], 
     if candidate is not None:
         candidate.close()
     return session, plan, choice
+
+
+def open_runtime(model_path: Path, decision: RuntimeDecision, plan: ThreadPlan) -> Backend:
+    """The model opened on the runtime ``decision`` names, at the plan's threads and calls at
+    once."""
+    if decision.runtime == "onnxruntime":
+        return OnnxRuntimeBackend(model_path, threads=plan.infer)
+    return OpenVinoBackend(model_path, threads=plan.infer, streams=plan.infer_workers,
+                           precision="bf16" if decision.runtime == "openvino-bf16" else "f32")
 
 
 def _trial(model_path: Path, spec: ModelSpec, sources: Sequence[Any], plan: ThreadPlan,

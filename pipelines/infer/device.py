@@ -19,7 +19,7 @@ import torch
 from models.runtime.base import Backend
 from models.runtime.device import DeviceOutputs, DeviceSlot
 from pipelines.cuda import distinct_events, wait_ready
-from pipelines.frame import Batch
+from pipelines.frame import Batch, tensor_of
 from pipelines.infer.runtime import BackendRuntime
 
 
@@ -46,14 +46,15 @@ class DeviceRuntime(BackendRuntime):
         slot = self.device_backend.acquire()
         target = slot.inputs[self.input_name]
         frames = [f for b in batches for f in b.frames]
+        tensors = [tensor_of(b.tensor) for b in batches]
         scope: Any = torch.cuda.stream(slot.stream) if slot.stream is not None else nullcontext()
         with scope:
             if slot.stream is not None:
-                wait_ready(slot.stream, distinct_events(frames), [b.tensor for b in batches])
+                wait_ready(slot.stream, distinct_events(frames), tensors)
             rows = 0
-            for batch in batches:
-                target[rows:rows + len(batch)].copy_(batch.tensor, non_blocking=True)
-                rows += len(batch)
+            for tensor in tensors:
+                target[rows:rows + len(tensor)].copy_(tensor, non_blocking=True)
+                rows += len(tensor)
         done = self.device_backend.launch(slot, rows)
         return Batch(frames, target[:rows], [lb for b in batches for lb in b.letterboxes],
                      outputs=done.outputs, ready=done.ready, started=done.started)

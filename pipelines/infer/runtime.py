@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from models.runtime.base import Backend, TensorInfo
-from pipelines.frame import Batch
+from pipelines.frame import Batch, host_array
 
 
 class Runtime(Protocol):
@@ -81,5 +81,6 @@ class HostRuntime(BackendRuntime):
 
     def infer(self, batches: list[Batch]) -> Batch:
         batch = Batch.concat(batches)
-        batch.outputs = self.backend.infer({self.input_name: batch.tensor.numpy()})
+        tensor = host_array(batch.tensor, "Batch.tensor")
+        batch.outputs = self.backend.infer({self.input_name: tensor})
         return batch

@@ -29,7 +29,7 @@ import torch
 from models.spec import ModelSpec, OutputSpec
 from pipelines.cuda import wait_ready
 from pipelines.errors import ModelError
-from pipelines.frame import Batch, Detections, Frame
+from pipelines.frame import Batch, Detections, Frame, copied_to_host, on_device
 from pipelines.geometry import Letterbox
 from pipelines.postprocess.stage import Decoded
 from pipelines.postprocess.yolo import decode_ssd
@@ -235,10 +235,10 @@ class TorchPostprocessor:
             return [frame.without_image() for frame in batch.frames]
         kept = []
         for frame in batch.frames:
-            if frame.image is not None and frame.image.is_cuda:
+            if on_device(frame.image):
                 if self.stream is not None:
                     wait_ready(self.stream, [frame.ready], [frame.image])
-                frame = dataclasses.replace(frame, image=frame.image.cpu(), ready=None)
+                frame = dataclasses.replace(frame, image=copied_to_host(frame.image), ready=None)
             kept.append(frame)
         return kept
 

@@ -43,7 +43,7 @@ from pipelines.cuda import (
     require_cuda,
     wait_ready,
 )
-from pipelines.frame import Batch, Frame
+from pipelines.frame import Batch, Frame, on_device
 from pipelines.geometry import Letterbox
 from pipelines.preprocess.reference import normalisation_table
 
@@ -110,10 +110,10 @@ class CvCudaPreprocessor:
         image = frame.image
         if image is None:
             raise ValueError(f"frame {frame.stream_id}#{frame.index} has no image to preprocess")
-        if image.device.type == "cpu":
-            return self._staging.upload(image, self.stream)
-        wait_ready(self.stream, [frame.ready], [image])
-        return image
+        if on_device(image):
+            wait_ready(self.stream, [frame.ready], [image])
+            return image
+        return self._staging.upload(image, self.stream)
 
     def _tensor(self, tensor: torch.Tensor, layout: str) -> Any:
         """``tensor`` as a CV-CUDA tensor, written on (and read on) this stage's stream."""

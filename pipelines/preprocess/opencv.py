@@ -17,10 +17,9 @@ from collections.abc import Sequence
 
 import cv2
 import numpy as np
-import torch
 
 from models.spec import InputSpec
-from pipelines.frame import Batch, Frame
+from pipelines.frame import Batch, Frame, host_array, on_device
 from pipelines.geometry import Letterbox
 from pipelines.preprocess.reference import OPENCV_FILTERS, normalisation_table
 
@@ -57,7 +56,7 @@ class OpenCVPreprocessor:
             raise ValueError("prepare_many needs at least one frame, got none")
         tensor = np.empty(self._batch_shape(len(frames)), dtype=self.spec.dtype)
         letterboxes = [self._prepare_into(frame, tensor[i]) for i, frame in enumerate(frames)]
-        return Batch(frames=list(frames), tensor=torch.from_numpy(tensor),
+        return Batch(frames=list(frames), tensor=tensor,
                      letterboxes=letterboxes)
 
     def close(self) -> None:
@@ -115,10 +114,10 @@ def _source_pixels(frame: Frame) -> np.ndarray:
     """The frame's pixels as a C-contiguous numpy array, without a copy when possible."""
     if frame.image is None:
         raise ValueError(f"frame {frame.stream_id}#{frame.index} has no image to preprocess")
-    if frame.image.device.type != "cpu":
+    if on_device(frame.image):
         raise ValueError(
             f"OpenCVPreprocessor needs frames on the CPU, got {frame.stream_id}#{frame.index} "
             f"on {frame.image.device}; use the CV-CUDA preprocessor for GPU frames"
         )
     # OpenCV reads row-strided views but not arbitrary strides (e.g. a flipped view)
-    return np.ascontiguousarray(frame.image.numpy())
+    return np.ascontiguousarray(host_array(frame.image))

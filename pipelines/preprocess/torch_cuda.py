@@ -38,7 +38,7 @@ from pipelines.cuda import (
     require_cuda,
     wait_ready,
 )
-from pipelines.frame import Batch, Frame
+from pipelines.frame import Batch, Frame, on_device
 from pipelines.geometry import Letterbox
 from pipelines.preprocess.reference import OPENCV_FILTERS, normalisation_table
 
@@ -98,11 +98,11 @@ class TorchPreprocessor:
         if image is None:
             raise ValueError(f"frame {frame.stream_id}#{frame.index} has no image to preprocess")
         if self.stream is None or self._staging is None:
-            return image.to(self.device)
-        if image.device.type == "cpu":
-            return self._staging.upload(image, self.stream)
-        wait_ready(self.stream, [frame.ready], [image])
-        return image
+            return torch.as_tensor(image, device=self.device)
+        if on_device(image):
+            wait_ready(self.stream, [frame.ready], [image])
+            return image
+        return self._staging.upload(image, self.stream)
 
     def letterboxed(self, image: torch.Tensor, letterbox: Letterbox) -> torch.Tensor:
         """(3, H, W) float32 canvas in model colour order, values 0..255 like OpenCV's uint8

@@ -14,7 +14,7 @@ import time
 import cv2
 
 from models.spec import ModelSpec
-from pipelines.frame import Result
+from pipelines.frame import Result, host_array
 from pipelines.sinks.stage import ClosingSink
 from pipelines.sinks.video import draw_detections
 
@@ -54,7 +54,7 @@ class LatestFrameSink(ClosingSink):
 
     def _encode(self, result: Result) -> bytes | None:
         assert result.frame.image is not None
-        rgb = draw_detections(result.frame.image.numpy(), result.detections, self.spec)
+        rgb = draw_detections(host_array(result.frame.image), result.detections, self.spec)
         ok, data = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
                                 [cv2.IMWRITE_JPEG_QUALITY, self.quality])
         return data.tobytes() if ok else self._jpeg

@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 
 from models.spec import ModelSpec
-from pipelines.frame import Detections, Result
+from pipelines.frame import Detections, Result, host_array
 from pipelines.sinks.atomic import AtomicPath
 from pipelines.sinks.stage import ClosingSink
 
@@ -87,7 +87,7 @@ class AnnotatedVideoSink(ClosingSink):
         if encoder is None:
             encoder = _Encoder(self._path_for(stream), frame.size, self._fps_for(stream))
             self._encoders[stream] = encoder
-        encoder.encode(draw_detections(frame.image.numpy(), result.detections, self.spec))
+        encoder.encode(draw_detections(host_array(frame.image), result.detections, self.spec))
 
     def close(self, commit: bool = True) -> None:
         if self._closed:

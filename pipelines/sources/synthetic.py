@@ -23,7 +23,6 @@ from typing import Any
 import av
 import cv2
 import numpy as np
-import skimage.data
 
 PERSON_PHOTOS: tuple[str, ...] = ("astronaut", "camera")
 NON_PERSON_PHOTOS: tuple[str, ...] = ("coffee", "chelsea", "rocket")
@@ -55,6 +54,8 @@ def load_photo(photo: str) -> np.ndarray:
     """The bundled photo as HWC uint8 RGB; ``camera`` is grayscale and gets three channels."""
     if photo not in ALL_PHOTOS:
         raise ValueError(f"unknown photo {photo!r}; expected one of {ALL_PHOTOS}")
+    import skimage.data  # tens of MB, for a photograph: only when one is asked for
+
     image = getattr(skimage.data, photo)()
     if image.ndim == 2:
         image = np.repeat(image[:, :, None], 3, axis=2)

@@ -139,3 +139,19 @@ def test_bench_against_what_is_not_a_commit_is_one_line(small_clip, tmp_path):
     code, output = vidpipe("bench", "--against", "no-such-rev", "--source", small_clip,
                            "--out", tmp_path)
     assert code == 2 and "not a commit" in output
+
+
+@pytest.mark.slow
+def test_bench_startup_times_whole_processes_and_the_services_memory(small_clip, tmp_path):
+    code, output = vidpipe("bench", "--startup", "--model", "shapes-yolo", "--source",
+                           small_clip, "--reps", 1, "--seconds", 2, "--out", tmp_path)
+    assert code == 0, output
+    report = json.loads((tmp_path / "bench.json").read_text())
+    (run,) = report["runs"]
+    assert 0 < run["help_s"] < run["first"]["wall_s"]
+    for kind in ("first", "repeat"):
+        assert run[kind]["frames"] == 60  # every frame of the clip, in a process of its own
+        assert 0 < run[kind]["first_result_s"] < run[kind]["wall_s"]
+    assert not run["first"]["cached"] and run["repeat"]["cached"]  # the plan, kept and reused
+    memory = report["service_rss_mb"]["this"]
+    assert 0 < memory["idle"] < memory["one_stream"]

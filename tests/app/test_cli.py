@@ -227,3 +227,38 @@ def test_tracking_flags_say_what_is_wrong(small_clip, tmp_path):
                          (["--line", "a=0,0,1,1", "--zone", "a=0,0,5,0,5,5"], "unique")):
         code, output = vidpipe("run", small_clip, "--out", tmp_path / "o", *flags)
         assert code == 2 and words in output, (flags, output)
+
+
+def test_user_text_in_an_error_prints_as_written(tmp_path):
+    """File names and messages are never read as console markup ([door] is not a style)."""
+    clip = tmp_path / "front[door].mp4"
+    code, output = vidpipe("run", clip, "--out", tmp_path / "out")
+    assert code == 2
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "front[door].mp4: no such file" in errors[0], output
+
+
+def test_an_error_naming_an_extra_prints_it(small_clip, tmp_path):
+    from models.runtime.openvino import openvino_version
+
+    if openvino_version() is not None:  # the message is for machines without OpenVINO
+        pytest.skip("OpenVINO is installed here")
+    code, output = vidpipe("run", small_clip, "--runtime", "openvino", "--out", tmp_path / "o")
+    assert code == 2
+    assert "pip install 'vidpipe[openvino]'" in output, output
+
+
+def test_the_cpu_path_never_imports_torch(small_clip, tmp_path):
+    """`vidpipe --help`, `vidpipe version` and a whole CPU run load neither torch nor the
+    heavy libraries only other commands use (their figures: docs/BENCHMARKS.md)."""
+    script = ("import sys\nfrom app.cli import cli\n"
+              "for args in (['--help'], ['version'], ['run', sys.argv[1], '--out', sys.argv[2],"
+              " '--log-level', 'warning']):\n"
+              "    try:\n        cli(args, standalone_mode=True)\n    except SystemExit as e:\n"
+              "        assert not e.code, (args, e.code)\n"
+              "heavy = {'torch', 'skimage', 'onnx', 'ray', 'openvino', 'fastapi', 'pycocotools'}\n"
+              "print(sorted(heavy & {name.split('.')[0] for name in sys.modules}))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(small_clip), str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout

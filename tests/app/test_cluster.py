@@ -25,6 +25,7 @@ import yaml
 
 from app.cluster.placement import joined, orphaned, place, ranked
 from tests.app.test_serve import free_port
+from tests.support.requires import require_module
 
 REPO = Path(__file__).resolve().parents[2]
 STREAMS = [f"cam{k}" for k in range(6)]
@@ -75,12 +76,7 @@ def test_a_lost_worker_s_streams_are_spread_over_the_others_and_only_they_move()
 # ---- a real local cluster -----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ray_available():
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("REQUIRE_RAY") == "1":
-            pytest.fail("REQUIRE_RAY=1 but ray is not installed (pip install 'vidpipe[ray]')")
-        pytest.skip("ray is not installed (pip install 'vidpipe[ray]'); REQUIRE_RAY=1 fails")
+    require_module("ray", "ray", "pip install 'vidpipe[ray]'")
 
 
 def get(base: str, path: str, method: str = "GET", timeout: float = 10.0):
@@ -184,6 +180,7 @@ def cluster(ray_available, tmp_path_factory):
         served.stop()
 
 
+@pytest.mark.slow
 def test_killed_workers_streams_are_up_again_on_the_survivor_within_10_s(cluster):
     times = []
     for _ in range(5):
@@ -212,6 +209,7 @@ def test_killed_workers_streams_are_up_again_on_the_survivor_within_10_s(cluster
     assert metrics.count('worker="worker-') > 10  # every worker's series, labelled
 
 
+@pytest.mark.slow
 def test_a_hung_worker_is_found_by_its_heartbeat_and_its_streams_moved(cluster):
     owners = cluster.wait(alive=2, timeout=60)
     victim = next(w for w in cluster.workers() if w["alive"] and w["streams"])
@@ -230,6 +228,7 @@ def test_a_hung_worker_is_found_by_its_heartbeat_and_its_streams_moved(cluster):
     assert "answered no heartbeat" in cluster.log.read_text()
 
 
+@pytest.mark.slow
 def test_a_third_worker_takes_at_most_its_share(cluster):
     before = cluster.wait(alive=2, timeout=60)
     added = get(cluster.base, "/api/workers", method="POST", timeout=120)  # a new process

@@ -22,6 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.requires import unavailable
+
+pytestmark = pytest.mark.slow  # Chromium and a real service per module
+
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO / "test-artifacts" / "dashboard.png"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -45,9 +49,7 @@ def browser():
     if missing is None and not CHROMIUM.exists():
         missing = f"{CHROMIUM} is missing (apt-get install chromium)"
     if missing is not None:
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(missing)
-        pytest.skip(f"{missing}; set REQUIRE_BROWSER=1 to fail instead")
+        unavailable("browser", missing)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:

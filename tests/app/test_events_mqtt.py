@@ -39,6 +39,7 @@ def tracked(line: LineConfig) -> PipelineOptions:
     return PipelineOptions(analytics=AnalyticsConfig(track=TrackerSettings(), lines=[line]))
 
 
+@pytest.mark.slow
 def test_a_clip_with_known_crossings_gives_exactly_those_events_in_order(broker, tmp_path):
     # the bench's held-out clear-0: the FP32 model counts its crossings exactly
     clip = make_tracking_clip(tmp_path / "clear.mp4", clip=0, frames=300)
@@ -66,6 +67,7 @@ def test_a_clip_with_known_crossings_gives_exactly_those_events_in_order(broker,
     assert metrics.events[("mqtt", "dropped")] == 0
 
 
+@pytest.mark.slow
 def test_a_broker_away_for_10_s_loses_nothing_and_stops_no_frame(broker, tmp_path):
     clip = make_tracking_clip(tmp_path / "long.mp4", clip=1, frames=450, size=(320, 192))
     line = LineConfig(name="middle", points=(160, 0, 160, 192))

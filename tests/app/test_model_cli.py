@@ -6,18 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from app.model_cli import model
 from models.data import boxes_path, load_boxes, make_clip
 from models.spec import ZOO_DIR, load_card
-
-runner = CliRunner()
-
-
-def vidpipe_model(*args) -> tuple[int, str]:
-    result = runner.invoke(model, [str(a) for a in args], catch_exceptions=False)
-    return result.exit_code, result.output
+from tests.support.cli import vidpipe_model
 
 
 @pytest.fixture(scope="module")

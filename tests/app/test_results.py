@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.api import create_app
@@ -24,6 +25,7 @@ def _media(small_clip, tmp_path):
     return media
 
 
+@pytest.mark.slow
 def test_every_processed_frame_is_in_its_streams_files_once(small_clip, tmp_path):
     media = _media(small_clip, tmp_path)
     results = tmp_path / "results"

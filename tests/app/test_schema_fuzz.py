@@ -12,8 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.app.test_serve import free_port, get_json
 from tests.support.api import one_camera_config
+
+pytestmark = pytest.mark.slow  # a live service fuzzed with about a thousand requests
 
 CONFIG = Path(__file__).with_name("schemathesis") / "schemathesis.toml"
 EXAMPLES = int(os.environ.get("VIDPIPE_FUZZ_EXAMPLES", "20"))

@@ -8,20 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from app.model_cli import model
 from app.track_eval import truth_crossings
 from models.tracking_data import make_tracking_clip, mot_truth_path, tracking_frames
 from pipelines.analytics.config import LineConfig
+from tests.support.cli import vidpipe_model
 
-runner = CliRunner()
 MIDDLE = LineConfig(name="middle", points=(160, 0, 160, 192))
 
-
-def vidpipe_model(*args) -> tuple[int, str]:
-    result = runner.invoke(model, [str(a) for a in args], catch_exceptions=False)
-    return result.exit_code, result.output
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.requires import unavailable
+
 IMAGE = os.environ.get("VIDPIPE_IMAGE", "vidpipe:cpu")
 PROMETHEUS_IMAGE = "localhost/vidpipe-prometheus"
 UID = 10001  # the image's user (docker/Dockerfile.cpu)
@@ -39,9 +41,7 @@ def require_image(image: str) -> None:
     elif podman("image", "exists", image, check=False).returncode != 0:
         reason = f"no {image} image: build it with `make image`"
     if reason is not None:
-        if os.environ.get("REQUIRE_CONTAINER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable("container", reason)
 
 
 def free_port() -> int:

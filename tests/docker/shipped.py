@@ -4,11 +4,11 @@ and the queries of the dashboard and the alert rules."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import pytest
 import yaml
+
+from tests.support.requires import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"
@@ -34,10 +34,7 @@ DASHBOARD_MUST_READ = {"vidpipe_stage_seconds_bucket", "vidpipe_frames_total",
 
 def tool(path: Path) -> Path:
     if not path.exists():
-        reason = f"{path} is missing (apt-get install prometheus)"
-        if os.environ.get("REQUIRE_PROMETHEUS") == "1":
-            pytest.fail(reason)
-        pytest.skip(f"{reason}; set REQUIRE_PROMETHEUS=1 to fail instead")
+        unavailable("prometheus", f"{path} is missing (apt-get install prometheus)")
     return path
 
 

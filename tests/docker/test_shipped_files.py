@@ -2,7 +2,8 @@
 and alert rules, every alert has its runbook section, the dashboard uses the provisioned data
 source and names only outcomes the pipeline counts, the example config and compose file are
 valid. Needs ``apt-get install prometheus`` for promtool (skips without it, fails instead when
-``REQUIRE_PROMETHEUS=1``); the compose check runs with ``docker compose`` or podman-compose."""
+``REQUIRE_PROMETHEUS=1``); the compose check runs with ``docker compose`` or podman-compose
+(which needs podman: it is a ``container`` test, run by ``make test-container``)."""
 
 import json
 import os
@@ -29,6 +30,7 @@ from tests.docker.shipped import (
     dashboard_queries,
     tool,
 )
+from tests.support.requires import unavailable
 
 
 @pytest.mark.parametrize("check", ["config", "rules"])
@@ -142,10 +144,14 @@ def _compose_tool() -> list[str]:
     found = shutil.which("podman-compose", path=f"{Path(sys.executable).parent}:"
                          f"{os.environ.get('PATH', '')}")
     if found is None:
-        pytest.skip("neither docker compose nor podman-compose is installed")
+        unavailable("container", "neither docker compose nor podman-compose is installed")
+    if shutil.which("podman") is None:
+        unavailable("container", "podman-compose needs podman, which is not installed "
+                                 "(make image installs it)")
     return [found]
 
 
+@pytest.mark.container
 def test_compose_file_is_valid_and_requires_the_secrets(tmp_path):
     compose = [*_compose_tool(), "-f", str(DOCKER / "compose.yaml")]
     token = tmp_path / "token"

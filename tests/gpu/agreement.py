@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from pipelines.frame import Detections
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.postprocess.nms import box_iou
+from tests.support.requires import unavailable
 
 STRIDE = 8
 
@@ -158,6 +158,7 @@ def run_gpu_pipeline(clips: Sequence[Path], spec: ModelSpec, backend: Any,
     import time
 
     from pipelines.infer.device import DeviceRuntime
+    from pipelines.plan import RunPlan
     from pipelines.postprocess.gpu import TorchPostprocessor
     from pipelines.sources.file import FileSource
     from pipelines.threads import ThreadPlan
@@ -169,7 +170,7 @@ def run_gpu_pipeline(clips: Sequence[Path], spec: ModelSpec, backend: Any,
     runtime = DeviceRuntime(backend, "images", name="torch", device=str(device))
     backends = StageBackends(decoder_for, make_preprocessor, runtime,
                              TorchPostprocessor(spec, device), backend.inputs[0],
-                             ThreadPlan(1, 1, "given"))
+                             RunPlan(ThreadPlan(1, 1, "given")))
     pipeline = wire_pipeline(sources, backends, spec, [sink], metrics, options, batch_size)
     start = time.perf_counter()
     asyncio.run(pipeline.run())
@@ -234,8 +235,8 @@ def need(module: str) -> None:
     machine, not the code, lacks something."""
     if not library_available(module):
         message = f"{module} is not installed"
-        if module in CARRIED and os.environ.get("REQUIRE_GPU") == "1":
-            pytest.fail(f"{message} (REQUIRE_GPU=1; tests/gpu/device_check.sh installs it)")
+        if module in CARRIED:
+            unavailable("gpu", f"{message} (tests/gpu/device_check.sh installs it)")
         pytest.skip(message)
     try:
         importlib.import_module(module)

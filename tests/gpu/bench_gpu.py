@@ -48,7 +48,7 @@ def agreement_rows(table: Table, media: Path, plan: Plan) -> None:
     from prometheus_client import CollectorRegistry
 
     from models.runtime.torch import TorchBackend
-    from pipelines.backends import decoder_factory
+    from pipelines.backends.gpu import decoder_factory
     from pipelines.gpu_metrics import BackendReport
     from pipelines.options import PipelineOptions
     from pipelines.preprocess.torch_cuda import TorchPreprocessor
@@ -129,7 +129,7 @@ def e2e_rows(table: Table, clip: Path, plan: Plan) -> None:
     from prometheus_client import CollectorRegistry
 
     from models.runtime.torch import TorchBackend
-    from pipelines.backends import decoder_factory
+    from pipelines.backends.gpu import decoder_factory
     from pipelines.gpu_metrics import BackendReport
     from pipelines.metrics import PipelineMetrics
     from pipelines.options import PipelineOptions

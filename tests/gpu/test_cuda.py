@@ -29,7 +29,8 @@ from pipelines.errors import DeviceError
 
 GPU_MODULES = ["pipelines.cuda", "pipelines.decode.nvdec", "pipelines.preprocess.cvcuda",
                "pipelines.preprocess.torch_cuda", "pipelines.postprocess.gpu",
-               "pipelines.gpu_metrics", "pipelines.backends", "pipelines.infer.device",
+               "pipelines.gpu_metrics", "pipelines.backends", "pipelines.backends.gpu",
+               "pipelines.infer.device",
                "models.runtime.tensorrt",
                "models.runtime.torch"]
 GPU_LIBRARIES = ["tensorrt", "cvcuda", "PyNvVideoCodec", "pynvml"]

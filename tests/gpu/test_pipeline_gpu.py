@@ -17,7 +17,7 @@ import torch
 from prometheus_client import CollectorRegistry
 
 from models.runtime.torch import TorchBackend
-from pipelines.backends import decoder_factory, inference_backend
+from pipelines.backends.gpu import decoder_factory, inference_backend
 from pipelines.build import build_pipeline
 from pipelines.cuda import cuda_available
 from pipelines.decode.pyav import PyAVDecoder
@@ -79,7 +79,9 @@ def test_without_cuda_the_gpu_build_runs_the_cpu_pipeline(rect_clip, rect_model,
     assert agreement(reference.found, sink.found).ratio == 1.0
     assert any("running on the CPU" in r.getMessage() for r in caplog.records)
     backend, device, fallback = BackendReport.for_registry(metrics.registry).choices["infer"]
-    assert (backend, device) == ("onnxruntime", "cpu") and "cuda:0" in fallback
+    # the CPU's runtime as its plan chose it (auto: OpenVINO where installed and faster)
+    assert pipeline.plan is not None and pipeline.plan.runtime is not None
+    assert (backend, device) == (pipeline.plan.runtime.runtime, "cpu") and "cuda:0" in fallback
 
 
 def test_without_cuda_and_without_fallback_the_gpu_build_fails(rect_clip, rect_model):

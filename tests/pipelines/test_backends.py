@@ -19,6 +19,7 @@ from pipelines.infer.device import DeviceRuntime
 from pipelines.infer.stage import InferStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
+from pipelines.plan import RunPlan
 from pipelines.postprocess.gpu import TorchPostprocessor
 from pipelines.preprocess.torch_cuda import TorchPreprocessor
 from pipelines.threads import ThreadPlan
@@ -48,7 +49,7 @@ def _device_backends() -> StageBackends:
                                                                            "cpu"),
                          DeviceRuntime(backend, "image", name="torch-fp32", device="cpu"),
                          TorchPostprocessor(FAKE_SPEC, torch.device("cpu")), backend.inputs[0],
-                         ThreadPlan(1, 1, "given"))
+                         RunPlan(ThreadPlan(1, 1, "given")))
 
 
 @pytest.mark.parametrize("make", [_device_backends,
@@ -90,7 +91,7 @@ def test_the_cpu_build_reports_its_backends(small_clip):
                               PipelineOptions(frame_limit=2))
     asyncio.run(pipeline.run())
     choices = BackendReport.for_registry(metrics.registry).choices
-    runtime = pipeline.runtime_choice.runtime  # auto: OpenVINO where installed and faster
+    runtime = pipeline.plan.runtime.runtime  # auto: OpenVINO where installed and faster
     assert runtime in ("onnxruntime", "openvino")
     assert choices == {"decode": ("pyav", "cpu", ""), "preprocess": ("opencv", "cpu", ""),
                        "infer": (runtime, "cpu", ""), "postprocess": ("numpy", "cpu", "")}

@@ -4,7 +4,6 @@ packet ring a clip is cut from, and the clip itself (packets copied, from a key 
 import av
 import numpy as np
 import pytest
-import torch
 
 from pipelines.events.config import ObjectSettings
 from pipelines.events.lifecycle import ObjectLifecycle
@@ -82,7 +81,7 @@ def test_the_best_picture_is_the_highest_score_times_area_of_a_detected_frame():
     for k, (size, score) in enumerate([(10, 0.9), (30, 0.5), (20, 0.95)]):
         r = result(k, [[0, 0, size, size]], [1])
         image = np.full((64, 64, 3), k, np.uint8)
-        r.frame.image = torch.from_numpy(image)
+        r.frame.image = image
         r.detections.score[:] = score
         pictures.append(r.frame.image)
         life.update(r)

@@ -6,21 +6,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
-from pipelines.frame import Batch, Detections, Frame
+from pipelines.frame import Batch, Detections, Frame, copied_to_host, host_array, on_device
 from pipelines.geometry import Letterbox
 
 
 def make_frame(index: int = 0, size: tuple[int, int] = (32, 24), stream: str = "cam") -> Frame:
     w, h = size
     return Frame(stream, index, pts=index / 25, captured_at=float(index),
-                 image=torch.zeros((h, w, 3), dtype=torch.uint8))
+                 image=np.zeros((h, w, 3), np.uint8))
 
 
 def make_batch(frames: list[Frame], fill: float = 0.0) -> Batch:
     n = len(frames)
-    return Batch(frames=frames, tensor=torch.full((n, 3, 8, 8), fill),
+    return Batch(frames=frames, tensor=np.full((n, 3, 8, 8), fill, np.float32),
                  letterboxes=[Letterbox.fit(f.size, (8, 8)) for f in frames])
 
 
@@ -30,19 +29,45 @@ def make_batch(frames: list[Frame], fill: float = 0.0) -> Batch:
     ("kwargs", "message"),
     [
         ({"index": -1}, "frame index must be >= 0, got -1"),
-        ({"image": torch.zeros((4, 4), dtype=torch.uint8)}, r"\(H, W, 3\), got \(4, 4\)"),
-        ({"image": torch.zeros((4, 4, 4), dtype=torch.uint8)}, r"\(H, W, 3\), got \(4, 4, 4\)"),
-        ({"image": torch.zeros((3, 4, 4), dtype=torch.uint8)}, r"\(H, W, 3\), got \(3, 4, 4\)"),
-        ({"image": torch.zeros((4, 4, 3), dtype=torch.float32)},
-         "must be uint8, got torch.float32"),
+        ({"image": np.zeros((4, 4), np.uint8)}, r"\(H, W, 3\), got \(4, 4\)"),
+        ({"image": np.zeros((4, 4, 4), np.uint8)}, r"\(H, W, 3\), got \(4, 4, 4\)"),
+        ({"image": np.zeros((3, 4, 4), np.uint8)}, r"\(H, W, 3\), got \(3, 4, 4\)"),
+        ({"image": np.zeros((4, 4, 3), np.float32)}, "must be uint8, got float32"),
     ],
     ids=["negative-index", "2d", "4-channels", "chw", "float"],
 )
 def test_frame_rejects_bad_values(kwargs: dict[str, Any], message: str) -> None:
     fields: dict[str, Any] = {"stream_id": "cam", "index": 0, "pts": 0.0, "captured_at": 0.0,
-                              "image": torch.zeros((4, 4, 3), dtype=torch.uint8)}
+                              "image": np.zeros((4, 4, 3), np.uint8)}
     with pytest.raises(ValueError, match=message):
         Frame(**(fields | kwargs))
+
+
+def test_a_frame_holds_an_array_not_a_list() -> None:
+    with pytest.raises(TypeError, match="must be a numpy array .* got list"):
+        Frame("cam", 0, 0.0, 0.0, [[[0, 0, 0]]])  # type: ignore[arg-type]
+
+
+def test_a_torch_picture_is_checked_like_a_numpy_one() -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="must be uint8, got torch.float32"):
+        Frame("cam", 0, 0.0, 0.0, torch.zeros((4, 4, 3), dtype=torch.float32))
+    picture = torch.full((4, 4, 3), 7, dtype=torch.uint8)
+    frame = Frame("cam", 0, 0.0, 0.0, picture)
+    assert not on_device(frame.image)
+    viewed = host_array(frame.image)
+    assert isinstance(viewed, np.ndarray) and viewed[0, 0, 0] == 7
+    viewed[0, 0, 0] = 9  # a view of the tensor's memory, not a copy
+    assert int(picture[0, 0, 0]) == 9
+    assert copied_to_host(picture).shape == (4, 4, 3)
+
+
+def test_a_numpy_picture_is_its_own_host_array() -> None:
+    image = np.zeros((4, 4, 3), np.uint8)
+    assert host_array(image) is image and copied_to_host(image) is image
+    assert not on_device(image)
+    with pytest.raises(TypeError, match="Batch.tensor must be a numpy array"):
+        host_array("pixels", "Batch.tensor")
 
 
 def test_frame_size_is_width_height() -> None:
@@ -78,7 +103,7 @@ def test_batch_rejects_inconsistent_parts(
     frames = [make_frame(i) for i in range(n_frames)]
     letterboxes = [Letterbox.fit((32, 24), (8, 8))] * n_letterboxes
     with pytest.raises(ValueError, match=message):
-        Batch(frames=frames, tensor=torch.zeros(tensor_shape), letterboxes=letterboxes)
+        Batch(frames=frames, tensor=np.zeros(tensor_shape), letterboxes=letterboxes)
 
 
 def test_batch_concat_joins_in_order() -> None:

@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 from pipelines.channel import Channel
 from pipelines.frame import Batch, Frame
@@ -22,7 +21,7 @@ from tests.support.fakes import FAKE_SPEC, FakeBackend, drain
 
 
 def _batch(index: int) -> Batch:
-    image = torch.from_numpy(np.full((48, 64, 3), index, np.uint8))
+    image = np.full((48, 64, 3), index, np.uint8)
     return OpenCVPreprocessor(FAKE_SPEC.input).prepare(Frame("s", index, None, 0.0, image))
 
 

@@ -7,7 +7,6 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-import torch
 
 from models.spec import InputSpec
 from pipelines.frame import Frame
@@ -21,7 +20,7 @@ BACKGROUND = 10
 
 
 def frame_of(image: np.ndarray, index: int = 0) -> Frame:
-    return Frame("cam", index, pts=None, captured_at=0.0, image=torch.from_numpy(image))
+    return Frame("cam", index, pts=None, captured_at=0.0, image=image)
 
 
 def random_image(size: tuple[int, int], seed: int = 0) -> np.ndarray:
@@ -60,7 +59,7 @@ def test_content_lands_where_the_letterbox_says(
     batch = pre.prepare(frame_of(image))
     lb = batch.letterboxes[0]
     assert lb == Letterbox.fit(src, input_size, mode)
-    canvas = batch.tensor[0].numpy()
+    canvas = batch.tensor[0]
     # within a pixel: interpolation blurs the edge, and the resized size is rounded
     np.testing.assert_allclose(bright_extent(canvas[..., 0]), lb.to_input(box)[0], atol=1.0)
     x0, y0 = int(lb.pad_x), int(lb.pad_y)
@@ -90,8 +89,8 @@ def test_float_normalisation_per_channel(
     image[:] = rgb
     pre = OpenCVPreprocessor(spec(layout=layout, color=color, mean=mean, std=std))
     tensor = pre.prepare(frame_of(image)).tensor
-    assert tensor.dtype == torch.float32
-    nhwc = tensor[0].numpy() if layout == "NHWC" else tensor[0].permute(1, 2, 0).numpy()
+    assert tensor.dtype == np.float32
+    nhwc = tensor[0] if layout == "NHWC" else tensor[0].transpose(1, 2, 0)
     order = rgb if color == "RGB" else rgb[::-1]
     expected = (np.array(order) / 255 - np.array(mean)) / np.array(std)
     expected_pad = (PAD / 255 - np.array(mean)) / np.array(std)
@@ -112,9 +111,9 @@ def test_layouts_hold_the_same_pixels(dtype: str, color: str) -> None:
     nhwc = OpenCVPreprocessor(spec(dtype=dtype, color=color, layout="NHWC")).prepare(frame)
     assert tuple(nchw.tensor.shape) == (1, 3, 256, 320)
     assert tuple(nhwc.tensor.shape) == (1, 256, 320, 3)
-    assert nchw.tensor.dtype == nhwc.tensor.dtype == getattr(torch, dtype)
-    assert nchw.tensor.is_contiguous() and nhwc.tensor.is_contiguous()
-    assert torch.equal(nchw.tensor.permute(0, 2, 3, 1), nhwc.tensor)
+    assert nchw.tensor.dtype == nhwc.tensor.dtype == np.dtype(dtype)
+    assert nchw.tensor.flags.c_contiguous and nhwc.tensor.flags.c_contiguous
+    np.testing.assert_array_equal(nchw.tensor.transpose(0, 2, 3, 1), nhwc.tensor)
 
 
 @pytest.mark.parametrize(("dtype", "layout"), [("uint8", "NHWC"), ("uint8", "NCHW"),
@@ -124,15 +123,15 @@ def test_bgr_reverses_the_channels(dtype: str, layout: str) -> None:
     rgb = OpenCVPreprocessor(spec(dtype=dtype, layout=layout)).prepare(frame).tensor
     bgr = OpenCVPreprocessor(spec(dtype=dtype, layout=layout, color="BGR")).prepare(frame).tensor
     channel_axis = 3 if layout == "NHWC" else 1
-    assert not torch.equal(rgb, bgr)
-    assert torch.equal(bgr, rgb.flip(channel_axis))
+    assert not np.array_equal(rgb, bgr)
+    np.testing.assert_array_equal(bgr, np.flip(rgb, channel_axis))
 
 
 def test_float_is_the_uint8_picture_normalised() -> None:
     frame = frame_of(random_image((720, 1280)))
     mean, std = (0.1, 0.2, 0.3), (0.5, 0.25, 2.0)
-    u8 = OpenCVPreprocessor(spec(dtype="uint8")).prepare(frame).tensor.numpy()
-    f32 = OpenCVPreprocessor(spec(mean=mean, std=std)).prepare(frame).tensor.numpy()
+    u8 = OpenCVPreprocessor(spec(dtype="uint8")).prepare(frame).tensor
+    f32 = OpenCVPreprocessor(spec(mean=mean, std=std)).prepare(frame).tensor
     expected = (u8 / 255 - np.array(mean)[:, None, None]) / np.array(std)[:, None, None]
     np.testing.assert_allclose(f32, expected, rtol=1e-5, atol=1e-6)
 
@@ -142,12 +141,12 @@ def test_prepare_many_matches_prepare_frame_by_frame() -> None:
     pre = OpenCVPreprocessor(spec(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25)))
     batch = pre.prepare_many(frames)
     assert tuple(batch.tensor.shape) == (4, 3, 256, 320)
-    assert batch.tensor.is_contiguous()
+    assert batch.tensor.flags.c_contiguous
     assert batch.frames == frames
     assert [lb.src_size for lb in batch.letterboxes] == SOURCES
     for i, frame in enumerate(frames):
         single = OpenCVPreprocessor(pre.spec).prepare(frame)
-        assert torch.equal(batch.tensor[i], single.tensor[0]), f"item {i}"
+        np.testing.assert_array_equal(batch.tensor[i], single.tensor[0], err_msg=f"item {i}")
 
 
 @pytest.mark.parametrize(("first", "second"), [((1000, 101), (101, 1000)),
@@ -160,8 +159,8 @@ def test_no_pixels_leak_from_the_previous_frame(
     pre = OpenCVPreprocessor(spec(dtype=dtype))
     pre.prepare(frame_of(np.full((first[1], first[0], 3), 255, np.uint8)))
     later = frame_of(random_image(second))
-    assert torch.equal(pre.prepare(later).tensor,
-                       OpenCVPreprocessor(spec(dtype=dtype)).prepare(later).tensor)
+    np.testing.assert_array_equal(pre.prepare(later).tensor,
+                                  OpenCVPreprocessor(spec(dtype=dtype)).prepare(later).tensor)
 
 
 def test_results_do_not_share_memory_between_calls() -> None:
@@ -173,11 +172,11 @@ def test_results_do_not_share_memory_between_calls() -> None:
 
 def test_strided_frame_image_is_read_correctly() -> None:
     full = random_image((1280, 720))
-    view = torch.from_numpy(full)[:, 100:900]  # rows with gaps: not contiguous
-    assert not view.is_contiguous()
+    view = full[:, 100:900]  # rows with gaps: not contiguous
+    assert not view.flags.c_contiguous
     pre = OpenCVPreprocessor(spec())
     expected = pre.prepare(frame_of(np.ascontiguousarray(full[:, 100:900]))).tensor
-    assert torch.equal(pre.prepare(Frame("cam", 0, None, 0.0, view)).tensor, expected)
+    np.testing.assert_array_equal(pre.prepare(Frame("cam", 0, None, 0.0, view)).tensor, expected)
 
 
 def test_the_cards_filter_decides_how_a_picture_shrinks() -> None:
@@ -189,9 +188,9 @@ def test_the_cards_filter_decides_how_a_picture_shrinks() -> None:
     area = OpenCVPreprocessor(spec(dtype="uint8", layout="NHWC", interpolation="area"))
     canvas = area.prepare(frame_of(image))
     assert canvas.letterboxes[0].scale_x == 0.25
-    np.testing.assert_allclose(canvas.tensor[0].numpy().mean(), 255 / 4, atol=1.0)
+    np.testing.assert_allclose(canvas.tensor[0].mean(), 255 / 4, atol=1.0)
     bilinear = OpenCVPreprocessor(spec(dtype="uint8", layout="NHWC"))
-    got = bilinear.prepare(frame_of(image)).tensor[0].numpy()
+    got = bilinear.prepare(frame_of(image)).tensor[0]
     assert np.array_equal(got, cv2.resize(image, (320, 256), interpolation=cv2.INTER_LINEAR))
     assert abs(got.mean() - 255 / 4) > 10  # the lines fall between its samples
 
@@ -199,7 +198,7 @@ def test_the_cards_filter_decides_how_a_picture_shrinks() -> None:
 def test_same_size_input_passes_pixels_through() -> None:
     image = random_image((320, 256))
     tensor = OpenCVPreprocessor(spec(dtype="uint8", layout="NHWC")).prepare(frame_of(image))
-    assert np.array_equal(tensor.tensor[0].numpy(), image)
+    assert np.array_equal(tensor.tensor[0], image)
 
 
 @pytest.mark.parametrize(

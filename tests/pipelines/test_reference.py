@@ -6,7 +6,6 @@ from __future__ import annotations
 import av
 import numpy as np
 import pytest
-import torch
 
 from models.spec import INTERPOLATIONS, InputSpec
 from pipelines.decode.pyav import RGBConverter, ScaleTo
@@ -39,7 +38,7 @@ def with_filter(spec: InputSpec, interpolation: str) -> InputSpec:
 
 
 def frame_of(image: np.ndarray, index: int = 0) -> Frame:
-    return Frame("s", index, None, 0.0, torch.from_numpy(image))
+    return Frame("s", index, None, 0.0, image)
 
 
 def references(spec: InputSpec, pictures: list[np.ndarray]) -> np.ndarray:
@@ -63,7 +62,7 @@ def test_the_opencv_preprocessor_gives_the_reference_input(name, interpolation):
                                                    for i, p in enumerate(PICTURES)])
     # the same filter on the same pixels, the floats looked up: equal, bit for bit (an INT8
     # model's quantized input moves by a step for a float one unit off)
-    assert np.array_equal(batch.tensor.numpy(), references(spec, PICTURES))
+    assert np.array_equal(batch.tensor, references(spec, PICTURES))
 
 
 @pytest.mark.parametrize("interpolation", INTERPOLATIONS)
@@ -99,8 +98,8 @@ def scaled_difference(spec: InputSpec, scaler: str) -> InputDifference:
     for picture in PICTURES[:4]:
         frame = yuv_frame(picture)
         image, source = convert.convert(frame)
-        scaled = Frame("s", 0, None, 0.0, torch.from_numpy(image), source_size=source)
-        fast.append(prepare.prepare(scaled).tensor.numpy()[0])
+        scaled = Frame("s", 0, None, 0.0, image, source_size=source)
+        fast.append(prepare.prepare(scaled).tensor[0])
         reference.append(reference_input(reference_picture(frame), spec)[0])
     return input_difference(np.stack(fast), np.stack(reference), spec)
 

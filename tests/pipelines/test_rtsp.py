@@ -171,6 +171,7 @@ def test_worst_case_come_back_is_the_backoff_cap_plus_one_connection(rtsp_server
     assert source.reconnects == 1
 
 
+@pytest.mark.slow
 def test_a_frozen_server_is_a_stall_and_the_source_recovers_when_it_wakes(rtsp_servers):
     server = rtsp_servers.start()
     source = RtspSource(server.url, "cam", open_timeout_s=1.0, read_timeout_s=5.0,

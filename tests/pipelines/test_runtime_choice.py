@@ -25,17 +25,15 @@ from pipelines.options import PipelineOptions
 from pipelines.postprocess.agreement import Agreement
 from pipelines.sources.synthetic import PHOTOS
 from tests.support.fakes import ListSink
+from tests.support.requires import require_module
 
 
 @pytest.fixture
 def openvino():
     """Skips without OpenVINO; REQUIRE_OPENVINO=1 fails instead."""
-    try:
-        import openvino
-    except ImportError:
-        if os.environ.get("REQUIRE_OPENVINO") == "1":
-            pytest.fail("OpenVINO is not installed (pip install 'vidpipe[openvino]')")
-        pytest.skip("OpenVINO is not installed (make test-openvino installs it)")
+    require_module("openvino", "openvino", "make test-openvino installs it")
+    import openvino
+
     return openvino
 
 
@@ -177,7 +175,7 @@ def test_a_run_on_openvino_reports_it_and_detects_what_onnx_runtime_does(openvin
         pipeline = build_pipeline([small_clip], ["clip"], path, spec, [sink], metrics,
                                   PipelineOptions(runtime=runtime))
         asyncio.run(pipeline.run())
-        assert pipeline.runtime_choice.runtime == runtime
+        assert pipeline.plan.runtime.runtime == runtime
         assert BackendReport.for_registry(metrics.registry).choices["infer"] == (
             runtime, "cpu", "")
         found[runtime] = {r.frame.index: r.detections for r in sink.results}

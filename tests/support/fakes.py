@@ -7,7 +7,6 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-import torch
 
 from models.runtime.base import TensorInfo
 from models.spec import InputSpec, ModelSpec, OutputSpec
@@ -58,7 +57,7 @@ class FakeDecoder:
         if packet in self.bad:
             raise DecodeError(f"packet {packet} is bad")
         image = np.full((48, 64, 3), packet % 256, dtype=np.uint8)
-        return [DecodedPicture(torch.from_numpy(image), packet / 30.0)]
+        return [DecodedPicture(image, packet / 30.0)]
 
     def close(self) -> None:
         pass

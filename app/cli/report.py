@@ -7,6 +7,7 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pipelines.metrics import OUTCOMES
 
@@ -63,5 +64,5 @@ def print_report(console: Console, summary: dict[str, Any]) -> None:
     for sid, s in summary["streams"].items():
         errors = s["outcomes"].get("decode_error", 0)
         if errors:
-            console.print(f"[yellow]{sid}: {errors} of {s['received']} frames could not be "
-                          "decoded (decode_error)[/yellow]")
+            console.print(Text(f"{sid}: {errors} of {s['received']} frames could not be "
+                               "decoded (decode_error)", style="yellow"))

@@ -1,5 +1,4 @@
-"""``vidpipe model build-engine``: a TensorRT engine for a model, built once and cached
-(registered on ``app.model_cli.model``)."""
+"""``vidpipe model build-engine``: a TensorRT engine for a model, built once and cached."""
 
 from __future__ import annotations
 
@@ -9,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from app.model_common import console, fail, resolve_checked
+from app.cli.console import console, fail
+from app.cli.model import resolve_checked
 from models.errors import ModelError
 
 

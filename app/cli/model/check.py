@@ -12,11 +12,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from app.cli.console import console, fail, failing_cleanly, styled
+from app.cli.options import DEFAULTS, BatchOpt, RuntimeOpt
+from app.cli.progress import RunProgress
 from app.model_check import DEFAULT_FRAMES, check_model
-from app.model_common import console, fail
-from app.progress import RunProgress
 from models.zoo import resolve_model
-from pipelines.errors import VidpipeError
 from pipelines.options import PipelineOptions
 from pipelines.postprocess.agreement import MATCH_IOU, MATCH_SCORE
 
@@ -40,11 +40,8 @@ def check(
     device: Annotated[str, typer.Option("--device", help="Where the pipeline runs: cpu or "
                                         "cuda[:N]; the reference always runs on the CPU.")]
     = "cpu",
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", min=1)] = 4,
-    runtime: Annotated[str, typer.Option(
-        "--runtime", help="The pipeline's inference runtime: auto, onnxruntime, openvino or "
-        "openvino-bf16 (CPU), tensorrt or torch (GPU); the reference is always ONNX Runtime.")]
-    = "auto",
+    batch_size: BatchOpt = DEFAULTS.batch_size,
+    runtime: RuntimeOpt = DEFAULTS.runtime,
     ffmpeg_resize: Annotated[bool, typer.Option(
         "--ffmpeg-resize", help="Check pictures shrunk in FFmpeg's scaler, as `vidpipe run "
         "--ffmpeg-resize` does.")] = False,
@@ -58,7 +55,7 @@ def check(
     mean) and the fraction of frames whose detections agree (same count, IoU >= 0.9, score
     within 0.02). A variant (INT8, pruned) is also compared with its FP32 model."""
     logging.basicConfig(level="WARNING", format="%(message)s", force=True)
-    try:
+    with failing_cleanly():
         options = PipelineOptions(device=device, batch_size=batch_size,
                                   ffmpeg_resize=ffmpeg_resize, runtime=runtime)
         model_path, spec = resolve_model(model_name, output_format=output_format,
@@ -68,15 +65,13 @@ def check(
         with RunProgress(console, "frames checked") as progress:
             report = check_model(model_path, spec, video, options, frames=frames,
                                  on_progress=progress.update)
-    except VidpipeError as e:
-        fail(str(e))
     console.print(report_table(report))
     agreement = report["frame_agreement"]
     if as_json:
         print(json.dumps(report))
     if agreement is None or agreement < min_agreement:
-        console.print(f"[red]check failed:[/red] frame agreement {agreement} is under "
-                      f"{min_agreement:g}", highlight=False)
+        console.print(styled(("check failed:", "red"), f" frame agreement {agreement} is "
+                             f"under {min_agreement:g}"), highlight=False)
         raise typer.Exit(1)
 
 

@@ -1,5 +1,5 @@
 """``vidpipe model prune | quantize | optimize``: the commands that make a trained model
-fast, each with what it costs (registered on ``app.model_cli.model``)."""
+fast, each with what it costs."""
 
 from __future__ import annotations
 
@@ -10,19 +10,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
-from app.model_common import (
-    console,
-    fail,
-    print_variants,
-    render_then_steps,
-    resolve_checked,
-    train_progress,
-)
-from app.progress import RunProgress
+from app.cli.console import console, fail, failing_cleanly, styled
+from app.cli.model import resolve_checked
+from app.cli.progress import RunProgress, render_then_steps, train_progress
 from models.prune import ratio_checked
 from models.zoo import variant_label
-from pipelines.errors import VidpipeError
 
 CalibVideo = Annotated[Path, typer.Option(
     "--calib", help="Video whose frames calibrate INT8 (the user's own footage).")]
@@ -107,7 +101,7 @@ def _prune_one(model_path: Path, network: Any, ratio: float, prune_steps: int | 
     if prune_steps:
         config = dataclasses.replace(config, final_steps=prune_steps,
                                      round_steps=prune_steps // 8)
-    with train_progress() as progress:
+    with train_progress(console) as progress:
         rendered, step = render_then_steps(progress, f"pruning {ratio:.0%} + fine-tuning",
                                             config.total_steps)
         try:
@@ -202,15 +196,13 @@ def quantize(
         fail(f"--method must be all or one of {', '.join(METHODS)}, got {method!r}")
     model_path, spec = resolve_checked(model_name)
     fp32 = model_path.parent / spec.file
-    try:
+    with failing_cleanly():
         calibration = calibration_frames(calib, spec.input, frames)
         scorer = _scorer(spec, fp32, video, calib, out)
         with RunProgress(console, "scoring") as progress:
             scorer.on_progress = progress.update
             path, best, _, _ = quantize_best(model_path, calibration, scorer, methods,
                                              console.print)
-    except VidpipeError as e:
-        fail(str(e))
     console.print(f"kept {best} ({scorer.kind}); wrote {path}")
 
 
@@ -243,7 +235,7 @@ def optimize(
         fail(f"--max-loss must be >= 0, got {max_loss:g}")
     model_path, spec = resolve_checked(model_name)
     network = _load_network(model_path)
-    try:
+    with failing_cleanly():
         calibration = calibration_frames(calib, spec.input)  # fail before the long work
         scorer = _scorer(spec, model_path, video, calib, out)
         done = optimise_variants(
@@ -251,8 +243,6 @@ def optimize(
             lambda r, start: _prune_one(model_path, network, r, prune_steps, distill,
                                         allocation, start),
             lambda title: RunProgress(console, title), console.print)
-    except VidpipeError as e:
-        fail(str(e))
     flags = f" --ratio {ratio}" + (f" --prune-steps {prune_steps}" if prune_steps else "") \
         + ("" if distill else " --no-distill") \
         + ("" if allocation == "deep-first" else f" --allocation {allocation}")
@@ -283,8 +273,24 @@ def _report_variants(model_path: Path, done: Any, scorer: Any, calib: Path, max_
         for path in (model_path.parent / row.file, (model_path.parent / row.file)
                      .with_suffix(".pt")):
             path.unlink(missing_ok=True)
-        console.print(f"[red]refused:[/red] {row.label} loses {row.loss_points:.2f} points "
-                      f"of mAP@0.5 (more than --max-loss {max_loss:g}); {row.file} removed",
-                      highlight=False)
+        console.print(styled(("refused:", "red"), f" {row.label} loses "
+                             f"{row.loss_points:.2f} points of mAP@0.5 (more than --max-loss "
+                             f"{max_loss:g}); {row.file} removed"), highlight=False)
     if refused:
         raise typer.Exit(1)
+
+
+def print_variants(rows: list[Any], kind: str, max_loss: float) -> None:
+    """The variants' table: size, speed, accuracy, loss against FP32, and the verdict."""
+    table = Table(title=f"Variants ({kind}; ONNX Runtime on this CPU, batch 1)")
+    for column in ("variant", "params", "GFLOPs", "ms 1T", "ms 2T", "speed-up", "mAP@0.5",
+                   "mAP@.5:.95", "loss pts", "verdict"):
+        table.add_column(column, justify="left" if column in ("variant", "verdict") else "right")
+    for r in rows:
+        verdict = (styled(("refused", "red")) if r.refused else
+                   "baseline" if r.label == "fp32" else f"kept (<= {max_loss:g})")
+        table.add_row(r.label, f"{r.parameters:,}", f"{r.gflops:.3f}", f"{r.latency_ms:.2f}",
+                      f"{r.latency_2t_ms:.2f}", f"{r.speedup:.2f}x",
+                      f"{r.accuracy.map50:.4f}", f"{r.accuracy.map50_95:.4f}",
+                      f"{r.loss_points:+.2f}", verdict)
+    console.print(table)

@@ -1,0 +1,143 @@
+"""``vidpipe bench`` and ``vidpipe profile``: the measurements, each mode a function of
+``app.bench`` imported when it runs. The mode is chosen here, in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.console import configure_logging, console, failing_cleanly
+from app.cli.options import DEFAULTS, BatchOpt, DecodeThreadsOpt, InferThreadsOpt, ModelOpt
+
+DEMO_CLIP = Path("build/demo/clip.mp4")
+
+
+def bench(
+    quick: Annotated[bool, typer.Option("--quick", help="One short repetition (about a "
+                                        "minute), still printing the ratio table.")] = False,
+    source: Annotated[Path | None, typer.Option(
+        "--source", help="Clip to measure on (default: the 720p demo clip).")] = None,
+    model: ModelOpt = None,
+    streams: Annotated[str, typer.Option("--streams", help="Stream counts for the scaling "
+                                         "table.")] = "1,2,4,8",
+    reps: Annotated[int, typer.Option("--reps", min=1, help="Interleaved repetitions.")] = 3,
+    frames: Annotated[int | None, typer.Option(
+        "--frames", min=1, help="Frames per run (default: the whole clip).")] = None,
+    live_seconds: Annotated[float, typer.Option(
+        "--live", help="Also run live: a camera paced at 30 fps for this many seconds.")] = 0.0,
+    service: Annotated[str | None, typer.Option(
+        "--service", help="Instead: the service with this many file streams played as 30 fps "
+        "cameras (e.g. 1,2,4,8), each count in a fresh process: fps, latency, drops, RSS.")]
+    = None,
+    seconds: Annotated[float, typer.Option(
+        "--seconds", min=1.0, help="With --service: how long each count is measured; with "
+        "--startup: how long the service runs one stream before its memory is read.")] = 10.0,
+    against: Annotated[str | None, typer.Option(
+        "--against", help="Compare with this commit (a git worktree of it), alternating, in "
+        "one run: `vidpipe run`'s default pipeline on both, per variant (--reps runs each, "
+        "--frames each), or with --service each stream count on both (e.g. --against "
+        "00f3544).")]
+    = None,
+    tracking: Annotated[bool, typer.Option(
+        "--tracking", help="Instead: tracking on held-out tracking clips (build/tracking, made "
+        "once): fps, HOTA, IDF1, mAP@0.5 per model (shapes FP32 and pruned INT8) and "
+        "--detect-every N, the tracker's cost, and the hand-written FP32 loop against "
+        "vidpipe with pruned INT8 + tracking at the best N.")] = False,
+    detect_every: Annotated[str, typer.Option(
+        "--detect-every", help="With --tracking: the detection intervals to compare.")]
+    = "1,2,3",
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="With --service: the same streams in one process and on "
+        "this many Ray workers, alternating --reps times: fps and the memory of the whole "
+        "process tree.")] = None,
+    events: Annotated[bool, typer.Option(
+        "--events", help="Instead: what events cost: the packet ring per stream (CPU per "
+        "packet, memory at 60 s, a 10 s clip's remux) and the tracked pipeline with "
+        "events.jsonl only, snapshots, clips (and MQTT with --events-mqtt), side by side.")]
+    = False,
+    events_mqtt: Annotated[str | None, typer.Option(
+        "--events-mqtt", metavar="URL", help="With --events: a broker for the MQTT variant.")]
+    = None,
+    runtimes: Annotated[bool, typer.Option(
+        "--runtimes", help="Instead: ONNX Runtime against OpenVINO (vidpipe[openvino]) for every "
+        "variant of each --model (comma-separated; default ssdlite-person,shapes-yolo): the "
+        "model alone at 1 and all threads, their detection agreement (vidpipe model check), "
+        "and fps end to end of the hand loop, vidpipe --runtime onnxruntime / openvino / auto "
+        "and Ultralytics' predict, interleaved.")] = False,
+    startup: Annotated[bool, typer.Option(
+        "--startup", help="Instead: whole `vidpipe run` processes on --source with --model, "
+        "against Ultralytics' predict(stream=True) in its own process (with "
+        "--ultralytics-python), interleaved --reps times: time to the first result line and "
+        "to the end, with a fresh plan cache and with the one the first run left, and "
+        "whether the detections agree.")] = False,
+    ultralytics_python: Annotated[Path | None, typer.Option(
+        "--ultralytics-python", metavar="PYTHON", help="With --runtimes or --startup: an "
+        "interpreter that has Ultralytics, to run its predict(stream=True) on models it "
+        "exported (a peer to compare with; vidpipe never imports it).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
+    = Path("build/bench"),
+) -> None:
+    """Measure, side by side in one process: the hand-written loop (cv2.VideoCapture ->
+    letterbox -> ONNX Runtime -> NMS) against the vidpipe pipeline, for every variant of the
+    model found (fp32, int8, pruned50, pruned50+int8, ...); then total fps over 1..N
+    streams; and, with --live, latency over time on a paced camera. Prints ratios; writes
+    OUT/bench.json."""
+    configure_logging("warning")
+    with failing_cleanly():
+        if events:
+            from app.bench.events import bench_events
+            from app.demo import ensure_demo_clip
+
+            bench_events(console, reps, out, ensure_demo_clip(DEMO_CLIP, console), events_mqtt)
+        elif runtimes:
+            from app.bench.commands import bench_runtimes
+
+            bench_runtimes(console, model, source, reps, frames, ultralytics_python, out)
+        elif startup:
+            from app.bench.startup import bench_startup
+
+            bench_startup(console, model, source, reps, ultralytics_python, out, against,
+                          seconds)
+        elif tracking:
+            from app.bench.tracking import bench_tracking
+
+            everys = sorted({1, *(int(v) for v in detect_every.split(",") if v.strip())})
+            bench_tracking(console, everys, reps, out)
+        elif service is not None and workers is not None:
+            from app.bench.commands import bench_cluster
+
+            bench_cluster(console, service, workers, source, model, seconds, reps, out)
+        elif service is not None:
+            from app.bench.commands import bench_service
+
+            bench_service(console, service, source, model, seconds, out, against)
+        elif against is not None:
+            from app.bench.commands import bench_against
+
+            bench_against(console, against, source, model, reps, frames, out)
+        else:
+            from app.bench.commands import bench as bench_pipeline
+
+            bench_pipeline(console, quick, source, model, streams, reps, frames, live_seconds,
+                           out)
+
+
+def profile(
+    sources: Annotated[list[Path], typer.Argument(help="Video files; all run at once.")],
+    model: ModelOpt = None,
+    seconds: Annotated[float, typer.Option("--seconds", help="How long to run.")] = 10.0,
+    batch_size: BatchOpt = DEFAULTS.batch_size,
+    infer_threads: InferThreadsOpt = None,
+    decode_threads: DecodeThreadsOpt = None,
+) -> None:
+    """Run briefly and name the bottleneck: each stage's busy fraction and time per frame,
+    queue occupancy, the ceiling (the slowest stage's rate), the efficiency reached, and what
+    to do about it."""
+    configure_logging("warning")
+    with failing_cleanly():
+        from app.bench.commands import profile as profile_sources
+
+        profile_sources(console, sources, model, seconds, batch_size, infer_threads,
+                        decode_threads)

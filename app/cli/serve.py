@@ -1,0 +1,63 @@
+"""``vidpipe serve``: the service (REST API, dashboard, Prometheus) on one process or a Ray
+cluster. The config is read and checked here; the service itself is imported when it starts."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.console import configure_logging, fail, failing_cleanly
+from app.cli.options import LogLevelOpt
+
+log = logging.getLogger("vidpipe")
+
+
+def serve(
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="service.yaml (streams, model, media_roots, limits); every key "
+        "can also come from VIDPIPE_<KEY>.")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Address to listen on "
+                                             "(default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port (default 8080).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, max=256, help="Run the streams on N worker processes of a local "
+        "Ray cluster (pip install 'vidpipe[ray]'); a worker that dies has its streams moved "
+        "to the others, and is replaced.")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", metavar="ADDR", help="Join the Ray cluster at ADDR (ray start "
+        "--head ...) and run the streams on its machines: one worker per GPU, or per "
+        "cores_per_worker CPUs.")] = None,
+    log_level: LogLevelOpt = "info",
+) -> None:
+    """Run the service: REST API for streams, live dashboard at /, Prometheus at /metrics.
+
+    Streams are added and removed at runtime (POST/DELETE /api/streams); those in the config
+    start at boot. Set VIDPIPE_API_TOKEN (or VIDPIPE_API_TOKEN_FILE, a file holding it) to
+    require a bearer token on every data route. SIGTERM drains the streams and exits."""
+    from app.memory import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before any stream's threads: see app/memory.py
+    configure_logging(log_level)
+    with failing_cleanly():
+        from app.config import load_config
+
+        cfg = load_config(config)
+        cfg = cfg.model_copy(update={k: v for k, v in (("host", host), ("port", port),
+                                                       ("workers", workers),
+                                                       ("ray_address", ray_address))
+                                     if v is not None})
+    if (cfg.workers or cfg.ray_address) and importlib.util.find_spec("ray") is None:
+        fail("--workers and --ray-address run the streams on Ray, which is not installed: "
+             "pip install 'vidpipe[ray]'")
+    import uvicorn
+
+    from app.api import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host=cfg.host, port=cfg.port,
+                                           log_config=None, timeout_graceful_shutdown=8))
+    log.info("dashboard on http://%s:%d/  (API docs at /docs)", cfg.host, cfg.port)
+    server.run()

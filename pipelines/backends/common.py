@@ -1,0 +1,66 @@
+"""What every device's backends share: the stages' parts of one pipeline
+(``StageBackends``), the CPU's choices, and when a CPU decoder converts lazily."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from models.runtime.base import TensorInfo
+from pipelines.decode.stage import PictureDecoder
+from pipelines.infer.runtime import Runtime
+from pipelines.options import PipelineOptions
+from pipelines.plan import RunPlan
+from pipelines.postprocess.stage import Postprocessor
+from pipelines.preprocess.stage import Preprocessor
+
+log = logging.getLogger(__name__)
+
+CPU_CHOICES = {"decode": ("pyav",), "preprocess": ("opencv",),
+               "runtime": ("onnxruntime", "openvino", "openvino-bf16")}
+
+
+@dataclass(slots=True)
+class StageBackends:
+    """What the stages of one pipeline run on: a decoder per source connection, a
+    preprocessor per stream, the one runtime and postprocessor; ``input`` is the graph input
+    fed and ``plan`` what they were opened with (threads, runtime, batch size)."""
+
+    decoder_for: Callable[[Any], PictureDecoder]
+    preprocessor_for: Callable[[], Preprocessor]
+    runtime: Runtime
+    postprocessor: Postprocessor
+    input: TensorInfo
+    plan: RunPlan
+
+    def close(self) -> None:
+        """Close what was opened, for a build that fails before the stages own it."""
+        self.runtime.close()
+        self.postprocessor.close()
+
+
+def converted_lazily(source: Any, options: PipelineOptions) -> bool:
+    """Whether a CPU decoder leaves its pictures' RGB conversion until a stage asks for it:
+    for a live stream (most of a busy camera's frames are replaced before the detector
+    takes them), and with ``--detect-every`` N > 1 (the frames between never reach the
+    model, and a sink that draws asks for them itself)."""
+    analytics = options.analytics
+    return bool(source.live) or (analytics is not None and analytics.active
+                                 and analytics.detect_every > 1)
+
+
+def with_batch_size(backends: StageBackends, wanted: int, model_path: Path) -> StageBackends:
+    """``backends`` with the plan's batch size: ``wanted``, or less where the graph or the
+    runtime takes fewer frames at once (said in the log)."""
+    limits = [n for n in (backends.input.fixed_batch, backends.runtime.max_batch)
+              if n is not None]
+    fitted = min([wanted, *limits])
+    if fitted < wanted:
+        log.warning("%s takes batches of %d at most; batch size lowered from %d",
+                    model_path.name, fitted, wanted)
+    backends.plan = dataclasses.replace(backends.plan, batch_size=fitted)
+    return backends
