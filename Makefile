@@ -5,10 +5,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= build/demo
 # Debian packages the tests need: GStreamer's RTSP server (run with /usr/bin/python3, since gi
-# does not import in a venv), Chromium for the dashboard's browser test, Prometheus (with
-# promtool) for the observability tests, and mosquitto, the MQTT broker of the event tests.
+# does not import in a venv), Chromium for the dashboard's browser test (and libatomic1 for
+# Playwright's Node.js driver, which a fresh Debian lacks: make test-fresh found it), Prometheus
+# (with promtool) for the observability tests, and mosquitto, the MQTT broker of the event tests.
 APT_PACKAGES := python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base \
-	gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium prometheus mosquitto
+	gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium libatomic1 prometheus mosquitto
 
 .PHONY: demo test test-fast test-fresh test-container test-openvino image lint clean gpu-api
 

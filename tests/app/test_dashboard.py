@@ -50,12 +50,19 @@ def browser():
         missing = f"{CHROMIUM} is missing (apt-get install chromium)"
     if missing is not None:
         unavailable("browser", missing)
-    with sync_playwright() as playwright:
+    try:  # Playwright's driver is a Node.js binary: it needs the system's libatomic1
+        playwright = sync_playwright().start()
+    except Exception as e:
+        unavailable("browser", f"Playwright's driver does not start ({e}; its own error is in "
+                               "the output above: apt-get install libatomic1)")
+    try:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             yield browser
         finally:
             browser.close()
+    finally:
+        playwright.stop()
 
 
 def _free_port() -> int:
