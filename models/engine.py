@@ -115,7 +115,7 @@ def default_cache_dir() -> Path:
 
 
 def import_tensorrt() -> Any:
-    from models.runtime.tensorrt import import_tensorrt as _import
+    from models.backends.tensorrt import import_tensorrt as _import
 
     return _import()
 
@@ -125,7 +125,7 @@ def current_environment(device: int = 0) -> BuildEnvironment:
     trt = import_tensorrt()
     import torch
 
-    from models.runtime.device import DeviceUnavailable
+    from models.backends.device import DeviceUnavailable
 
     if not torch.cuda.is_available():
         raise DeviceUnavailable("building a TensorRT engine needs a CUDA GPU; torch sees none")

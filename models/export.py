@@ -21,8 +21,8 @@ import onnx
 import torch
 import yaml
 
+from models.backends.onnxruntime import OnnxRuntimeBackend
 from models.detector import STRIDE, ShapesYOLO
-from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.spec import ModelSpec, load_card
 
 OPSET = 17

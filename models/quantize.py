@@ -18,7 +18,7 @@ quantized to 8 bits is where INT8 lost most accuracy, and ONNX Runtime's integer
 faster, for 2% of the multiply-adds.
 
 Calibration frames come from the caller, prepared exactly as the pipeline prepares them
-(``app.model_optimize.calibration_frames`` decodes them from the user's video and runs the
+(``app.recipes.optimize.calibration_frames`` decodes them from the user's video and runs the
 pipeline's own preprocessor; models imports no pipeline code). The activation ranges come
 from one of three calibrators (MinMax, Entropy, Percentile); ``vidpipe model quantize`` tries
 each and keeps the most accurate.

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from models.checked import Checked, describe_error
 from models.errors import ModelError
 
 OutputFormat = Literal["yolov8", "yolov5", "ssd"]
@@ -29,11 +30,7 @@ class SpecError(ModelError):
     """The card or the ONNX graph does not describe a model vidpipe can run."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class InputSpec(_Strict):
+class InputSpec(Checked):
     name: str | None = None  # None: the graph's only input
     width: int = Field(gt=0)
     height: int = Field(gt=0)
@@ -55,7 +52,7 @@ class InputSpec(_Strict):
         return (self.height, self.width, 3)
 
 
-class OutputSpec(_Strict):
+class OutputSpec(Checked):
     format: OutputFormat
     # ssd only: which graph output holds what (boxes, scores, classes, count)
     names: dict[str, str] = Field(default_factory=dict)
@@ -73,7 +70,7 @@ class OutputSpec(_Strict):
         return self
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Checked):
     name: str
     file: str = "model.onnx"
     input: InputSpec
@@ -105,9 +102,7 @@ def load_card(path: Path) -> ModelSpec:
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise SpecError(f"model card {path}: {where}: {first['msg']}") from e
+        raise SpecError(describe_error(e, f"model card {path}")) from e
 
 
 def read_classes(path: Path) -> list[str]:

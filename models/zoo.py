@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from models.backends.base import TensorInfo
 from models.errors import ModelError
-from models.runtime.base import TensorInfo
 from models.spec import (
     DEFAULT_MODEL,
     OUTPUT_FORMATS,

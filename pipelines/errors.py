@@ -15,6 +15,11 @@ class SourceError(VidpipeError, OSError):
     """A source cannot be opened or read: missing file, not a video, unreachable stream."""
 
 
+class StreamLost(SourceError):
+    """A live source stopped delivering (a stall, the server ending the stream): it
+    reconnects; the message says what was seen."""
+
+
 class DecodeError(VidpipeError, ValueError):
     """One packet or frame could not be decoded. The pipeline drops and counts it."""
 
@@ -32,4 +37,4 @@ class ChannelClosed(VidpipeError):
 
 
 __all__ = ["ChannelClosed", "ConfigError", "DecodeError", "DeviceError", "ModelError",
-           "SourceError", "VidpipeError"]
+           "SourceError", "StreamLost", "VidpipeError"]

@@ -9,13 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
+
+from pipelines.samples import Quantiles, Samples
 
 OUTCOMES: tuple[str, ...] = (
     "processed", "dropped_full", "dropped_stale", "dropped_stopped", "decode_error",
@@ -28,66 +29,14 @@ _SECONDS_BUCKETS = (
 _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
-class Samples:
-    """The most recent observations of one quantity with their times, for quantiles and rates
-    over a recent window; thread-safe, bounded. A ring of two float64 arrays, grown by
-    doubling up to ``maxlen``: 16 bytes a sample (deques of Python floats took 64, and grew
-    for as long as they filled: 20,000 samples of a 15 fps stream take 22 minutes)."""
-
-    def __init__(self, maxlen: int) -> None:
-        if maxlen < 1:
-            raise ValueError(f"samples must keep at least 1, got {maxlen}")
-        self._maxlen = maxlen
-        self._times = np.zeros(min(maxlen, 256), np.float64)
-        self._values = np.zeros(min(maxlen, 256), np.float64)
-        self._next = 0  # where the next sample goes, once the ring is full
-        self._lock = threading.Lock()
-        self.count = 0
-        self.total = 0.0
-
-    def add(self, value: float) -> None:
-        with self._lock:
-            kept = min(self.count, self._maxlen)
-            if kept == self._times.size and kept < self._maxlen:
-                size = min(self._maxlen, 2 * kept)
-                self._times = np.resize(self._times, size)
-                self._values = np.resize(self._values, size)
-            at = kept if kept < self._maxlen else self._next
-            self._times[at] = time.monotonic()
-            self._values[at] = value
-            self._next = (at + 1) % self._maxlen
-            self.count += 1
-            self.total += value
-
-    def values(self, window_s: float | None = None) -> np.ndarray:
-        """The kept values, oldest first, or those observed in the last ``window_s`` s."""
-        with self._lock:
-            kept = min(self.count, self._maxlen)
-            order = np.arange(kept) if kept < self._maxlen else \
-                (np.arange(kept) + self._next) % kept
-            values = self._values[order]
-            if window_s is None:
-                return values
-            times = self._times[order]
-        return values[times >= time.monotonic() - window_s]
-
-    def quantiles(self, qs: Iterable[float], window_s: float | None = None) -> list[float]:
-        """Quantiles (0..1) of the kept (or recent) samples; NaN when there are none."""
-        values = self.values(window_s)
-        qs = list(qs)
-        if values.size == 0:
-            return [float("nan")] * len(qs)
-        return [float(v) for v in np.quantile(values, qs)]
-
-
 @dataclass(frozen=True, slots=True)
 class StageSummary:
     stage: str
-    instances: int
+    threads: int  # the stage's threads (calls at once), summed over its pipelines
     items: int
-    busy: float  # fraction of wall time the stage's workers spent working, 0..1
-    work_ms: tuple[float, float, float]  # p50, p95, p99
-    wait_ms: tuple[float, float, float]
+    busy: float  # fraction of wall time the stage's threads spent working, 0..1
+    work_ms: Quantiles
+    wait_ms: Quantiles
 
 
 class PipelineMetrics:
@@ -276,19 +225,17 @@ class PipelineMetrics:
         if window_s is not None:
             wall = min(wall, window_s)
         rows = []
-        qs = (0.5, 0.95, 0.99)
-        for stage, instances in self.stage_instances.items():
-            if instances <= 0:
+        for stage, threads in self.stage_instances.items():
+            if threads <= 0:
                 continue
             work = self.stage_work[stage]
             recent = work.values(window_s)
             total = work.total if window_s is None else float(recent.sum())
-            busy = total / (wall * instances) if wall > 0 else 0.0
+            busy = total / (wall * threads) if wall > 0 else 0.0
             rows.append(StageSummary(
-                stage, instances, work.count if window_s is None else int(recent.size),
-                min(busy, 1.0), _ms(work.quantiles(qs, window_s)),
-                _ms(self.stage_waits[stage].quantiles(qs, window_s)),
-            ))
+                stage, threads, work.count if window_s is None else int(recent.size),
+                min(busy, 1.0), work.quantiles_ms(window_s),
+                self.stage_waits[stage].quantiles_ms(window_s)))
         return rows
 
     def unaccounted(self, stream: str) -> int:
@@ -319,8 +266,3 @@ class _Children:
                 self._metric.remove(*values)
             except KeyError:
                 pass
-
-
-def _ms(values: list[float]) -> tuple[float, float, float]:
-    a, b, c = (v * 1000.0 for v in values)
-    return a, b, c

@@ -8,10 +8,11 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from models.checked import describe_error
 from pipelines.analytics.config import AnalyticsConfig
 from pipelines.channel import DropPolicy
 from pipelines.errors import ConfigError
-from pipelines.settings import PipelineSettings, describe_error
+from pipelines.settings import PipelineSettings
 
 
 class PipelineOptions(PipelineSettings):

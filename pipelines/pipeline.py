@@ -35,11 +35,12 @@ class Pipeline:
         self.streams = list(streams)
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._forgotten = False  # its stages' and channels' metrics unregistered
         self.started_at: float | None = None
         self.wall_s: float | None = None
         self.plan = plan  # what it was built with: threads, runtime, batch size
-        # False for a stream's feed into a shared detector: its frames may still be in the
-        # detector when the feed ends, and the detector does the books (SharedDetector.detach)
+        # False for a stream's intake into a shared detector: its frames may still be in the
+        # detector when the intake ends, and the detector does the books (SharedDetector.detach)
         self.account_stopped = account_stopped
 
     async def run(self) -> None:
@@ -81,7 +82,10 @@ class Pipeline:
 
     def forget_metrics(self) -> None:
         """Take this pipeline's stages and channels out of the shared metrics, for a service
-        that removes it while others go on."""
+        that removes it while others go on. Idempotent."""
+        if self._forgotten:
+            return
+        self._forgotten = True
         for stage in self.stages:
             self.metrics.unregister_stage(stage.name, stage.worker.threads)
         for channel in self.channels:

@@ -26,9 +26,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from models.backends.base import Backend
+from models.backends.openvino import openvino_version
 from models.cache import cache_dir, file_sha256, key_digest, write_atomically
-from models.runtime.base import Backend
-from models.runtime.openvino import openvino_version
 from models.spec import ModelSpec
 from pipelines.infer import choice
 from pipelines.infer.choice import RuntimeDecision, RuntimeTrial, open_cpu_runtime, open_runtime

@@ -8,24 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 DecodeChoice = Literal["auto", "pyav", "nvdec"]
 PreprocessChoice = Literal["auto", "opencv", "cvcuda", "torch"]
 RuntimeChoice = Literal["auto", "onnxruntime", "openvino", "openvino-bf16", "tensorrt", "torch"]
 Precision = Literal["fp16", "fp32"]
-
-
-def describe_error(error: ValidationError, source: str = "", *, words: bool = False) -> str:
-    """The first problem, as one line naming the key (after ``source``, where the keys came
-    from, if given; with ``words``, as words: "batch size") and what it allows."""
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    if words:
-        where = where.replace("_", " ")
-    allowed = first.get("ctx", {}).get("expected")
-    extra = f" (allowed: {allowed})" if allowed and str(allowed) not in first["msg"] else ""
-    return f"{source + ': ' if source else ''}{where}: {first['msg']}{extra}"
 
 
 class PipelineSettings(BaseModel):

@@ -9,7 +9,7 @@ in docs/BENCHMARKS.md, "The thread plan"):
   blank image, median of a few calls) and decoding plus preprocessing per frame of each file
   (its first frames, in a separate reader, decoded as the pipeline will; the first picture,
   which carries the decoder's start-up, untimed).
-- Cores for inference: ``cores - 1`` (at least one) when feeding costs at least
+- Cores for inference: ``cores - 1`` (at least one) when preparing costs at least
   ``COMPARABLE`` times inference per frame, so a core is kept for decoding; all of them
   otherwise. A live source cannot be probed ahead, so a core is kept for it.
 - Calls at once: the inference threads are split into ``INFER_WORKERS`` calls at once, each
@@ -37,9 +37,9 @@ from typing import Any
 import av
 import numpy as np
 
+from models.backends.base import Backend
+from models.backends.onnxruntime import OnnxRuntimeBackend
 from models.errors import ModelError
-from models.runtime.base import Backend
-from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.spec import InputSpec, ModelSpec
 from pipelines.decode.pyav import PyAVDecoder, ScaleTo
 from pipelines.errors import DecodeError
@@ -58,7 +58,7 @@ PROBE_FRAMES = 8
 @dataclass(frozen=True, slots=True)
 class StageCosts:
     infer_ms: float  # per frame, one inference thread, batch 1
-    feed_ms: float | None  # decode + preprocess per frame, summed over the streams (None: live)
+    prepare_ms: float | None  # decode + preprocess per frame, summed over the streams (None: live)
     streams: int = 1  # file streams fed (decoder threads are shared out between them)
 
 
@@ -123,7 +123,7 @@ def measure_infer_ms(model: Path, shape: Sequence[int], dtype: str = "float32",
                       backend=backend).wall_ms
 
 
-def time_feed(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
+def time_prepare(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
               threads: int = 1, scaled: bool = True) -> ProbeTime | None:
     """Per frame, to decode (``threads`` FFmpeg threads; ``scaled``: straight to the model's
     letterbox size, as a pipeline without image sinks does) and preprocess the first
@@ -153,10 +153,10 @@ def time_feed(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
     return ProbeTime(elapsed * 1e3 / timed, cpu * 1e3 / timed) if timed >= 1 else None
 
 
-def measure_feed_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
+def measure_prepare_ms(path: Path, spec: InputSpec, frames: int | None = PROBE_FRAMES, *,
                     threads: int = 1, scaled: bool = True) -> float | None:
-    """ms per frame to decode and preprocess a file's first frames (see ``time_feed``)."""
-    probe = time_feed(path, spec, frames, threads=threads, scaled=scaled)
+    """ms per frame to decode and preprocess a file's first frames (see ``time_prepare``)."""
+    probe = time_prepare(path, spec, frames, threads=threads, scaled=scaled)
     return None if probe is None else probe.wall_ms
 
 
@@ -175,13 +175,13 @@ def measure_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
     over the sources (None if any is live: a camera cannot be read ahead)."""
     infer_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype,
                                 backend=backend)
-    feed: float | None = 0.0
+    prepare: float | None = 0.0
     for source in sources:
         path = getattr(source, "path", None)
         cost = (None if source.live or path is None
-                else measure_feed_ms(path, spec.input, scaled=scaled))
-        feed = None if cost is None or feed is None else feed + cost
-    return StageCosts(infer_ms, feed, max(1, len(sources)))
+                else measure_prepare_ms(path, spec.input, scaled=scaled))
+        prepare = None if cost is None or prepare is None else prepare + cost
+    return StageCosts(infer_ms, prepare, max(1, len(sources)))
 
 
 def probe_costs(model_path: Path, spec: ModelSpec, sources: Sequence[Any], *,
@@ -208,16 +208,16 @@ def plan_threads(costs: StageCosts | None, cores: int, *, infer_threads: int | N
         return ThreadPlan(1, decode, "1 core")
     if costs is None:
         return _split(cores, decode, f"{cores} cores, all to inference (costs not measured)")
-    if costs.feed_ms is None:  # one call at a time: no result waits behind the next frame
+    if costs.prepare_ms is None:  # one call at a time: no result waits behind the next frame
         return ThreadPlan(cores - 1, decode, f"{cores} cores, one kept for decoding a live "
                           f"source (inference {costs.infer_ms:.1f} ms/frame on 1 thread)")
-    share = costs.feed_ms / costs.infer_ms
-    measured = (f"decode+preprocess {costs.feed_ms:.1f} ms/frame, inference "
+    share = costs.prepare_ms / costs.infer_ms
+    measured = (f"decode+preprocess {costs.prepare_ms:.1f} ms/frame, inference "
                 f"{costs.infer_ms:.1f} ms/frame on 1 thread")
     if share >= COMPARABLE:
         if decode_threads is None:
-            decode = _decoder_threads(costs.feed_ms, costs.infer_ms, costs.streams, cores)
-        return _split(cores - 1, decode, f"{measured}: feeding costs as much, so "
+            decode = _decoder_threads(costs.prepare_ms, costs.infer_ms, costs.streams, cores)
+        return _split(cores - 1, decode, f"{measured}: preparing costs as much, so "
                       f"{cores - 1} of {cores} cores to inference, one kept for "
                       f"decoding, {decode} decoder thread{'s' if decode > 1 else ''} per file")
     return _split(cores, decode, f"{measured}: inference-bound, all {cores} cores to it")
@@ -234,11 +234,11 @@ def _split(threads: int, decode: int, reason: str) -> ThreadPlan:
     return ThreadPlan(threads, decode, reason)
 
 
-def _decoder_threads(feed_ms: float, infer_ms: float, streams: int, cores: int) -> int:
-    """FFmpeg threads per file when one of ``cores`` (>= 2) is kept for feeding ``streams``
-    files that cost ``feed_ms`` per frame in all (see the module doc)."""
+def _decoder_threads(prepare_ms: float, infer_ms: float, streams: int, cores: int) -> int:
+    """FFmpeg threads per file when one of ``cores`` (>= 2) is kept for preparing ``streams``
+    files that cost ``prepare_ms`` per frame in all (see the module doc)."""
     streams = max(1, streams)
-    per_file_ms = feed_ms / streams
+    per_file_ms = prepare_ms / streams
     time_per_file_frame = streams * infer_ms / (cores - 1)
     if per_file_ms > FRAME_THREADS_FROM * time_per_file_frame:
         return max(1, cores // streams)

@@ -16,30 +16,30 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from models.spec import ModelSpec
-from pipelines.threads import time_feed, time_infer
+from pipelines.threads import time_infer, time_prepare
 
 INFER_CALLS = 30  # inference calls timed (median)
 
 
 @dataclass(frozen=True, slots=True)
 class StagesAlone:
-    feed_fps: float  # decode + preprocess, ``decode_threads`` FFmpeg threads
+    prepare_fps: float  # decode + preprocess, ``decode_threads`` FFmpeg threads
     infer_fps: float  # inference in batches of ``batch_size``, ``infer_threads`` threads
     decode_threads: int
     infer_threads: int  # per call
     batch_size: int
-    feed_cpu_ms: float = 0.0  # CPU time per frame (all threads) while feeding alone
+    prepare_cpu_ms: float = 0.0  # CPU time per frame (all threads) while preparing alone
     infer_cpu_ms: float = 0.0  # CPU time per frame while inferring alone
     infer_workers: int = 1  # inference calls at once
 
     @property
     def slowest_fps(self) -> float:
-        return min(self.feed_fps, self.infer_fps)
+        return min(self.prepare_fps, self.infer_fps)
 
     def cpu_ceiling_fps(self, cores: int) -> float:
         """The most frames a second ``cores`` could do if both sides cost what they cost
         alone and no core ever idled: the ceiling when the stages share the cores."""
-        cpu_ms = self.feed_cpu_ms + self.infer_cpu_ms
+        cpu_ms = self.prepare_cpu_ms + self.infer_cpu_ms
         return cores * 1e3 / cpu_ms if cpu_ms > 0 else float("inf")
 
     @classmethod
@@ -48,13 +48,13 @@ class StagesAlone:
         def mid(name: str) -> float:
             return float(statistics.median(getattr(r, name) for r in runs))
 
-        return replace(runs[0], feed_fps=mid("feed_fps"), infer_fps=mid("infer_fps"),
-                       feed_cpu_ms=mid("feed_cpu_ms"), infer_cpu_ms=mid("infer_cpu_ms"))
+        return replace(runs[0], prepare_fps=mid("prepare_fps"), infer_fps=mid("infer_fps"),
+                       prepare_cpu_ms=mid("prepare_cpu_ms"), infer_cpu_ms=mid("infer_cpu_ms"))
 
     def as_dict(self) -> dict[str, float | int]:
-        return {"feed_fps": self.feed_fps, "infer_fps": self.infer_fps,
+        return {"prepare_fps": self.prepare_fps, "infer_fps": self.infer_fps,
                 "decode_threads": self.decode_threads, "infer_threads": self.infer_threads,
-                "batch_size": self.batch_size, "feed_cpu_ms": self.feed_cpu_ms,
+                "batch_size": self.batch_size, "prepare_cpu_ms": self.prepare_cpu_ms,
                 "infer_cpu_ms": self.infer_cpu_ms, "infer_workers": self.infer_workers}
 
 
@@ -63,10 +63,10 @@ def measure_alone(clip: Path, model_path: Path, spec: ModelSpec, *, decode_threa
                   infer_workers: int = 1) -> StagesAlone:
     """Decode + preprocess ``clip`` (up to ``frame_limit`` frames); then time inference in
     batches of ``batch_size``, ``infer_workers`` calls at once; each side alone."""
-    feed = time_feed(clip, spec.input, frame_limit, threads=decode_threads)
-    if feed is None:
+    prepared = time_prepare(clip, spec.input, frame_limit, threads=decode_threads)
+    if prepared is None:
         raise ValueError(f"{clip}: fewer than two frames decoded")
     infer = time_infer(model_path, spec.input.image_shape, spec.input.dtype, INFER_CALLS,
                        threads=infer_threads, batch=batch_size, workers=infer_workers)
-    return StagesAlone(1e3 / feed.wall_ms, 1e3 / infer.wall_ms, decode_threads, infer_threads,
-                       batch_size, feed.cpu_ms, infer.cpu_ms, infer_workers)
+    return StagesAlone(1e3 / prepared.wall_ms, 1e3 / infer.wall_ms, decode_threads,
+                       infer_threads, batch_size, prepared.cpu_ms, infer.cpu_ms, infer_workers)

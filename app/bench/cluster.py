@@ -23,7 +23,8 @@ from prometheus_client import CollectorRegistry
 
 from app.bench.service import KEY_FRAME_SPREAD_S, WARM_UP_S, run_in_tree
 from app.bench.service import measure as measure_one_process
-from app.config import ServiceConfig, StreamConfig
+from app.service.config import ServiceConfig, StreamConfig
+from app.service.schemas import Stats
 
 
 def tree_rss_mb(root: int) -> float:
@@ -51,7 +52,7 @@ def tree_rss_mb(root: int) -> float:
 
 async def measure_cluster(streams: int, model: str, clip: Path, seconds: float,
                           workers: int) -> dict[str, Any]:
-    from app.cluster.controller import Cluster
+    from app.service.cluster.controller import Cluster
 
     clip = clip.resolve()
     results = tempfile.TemporaryDirectory(prefix="vidpipe-bench-results-")
@@ -71,13 +72,13 @@ async def measure_cluster(streams: int, model: str, clip: Path, seconds: float,
         last = await cluster.stats(60.0)
         wall = time.monotonic() - began
         memory = tree_rss_mb(os.getpid())
-        placed = {w["id"]: len(w["streams"]) for w in await cluster.workers()}
+        placed = {w.id: len(w.streams) for w in await cluster.workers()}
     finally:
         await cluster.aclose()
         results.cleanup()
 
-    def processed(figures: dict[str, Any]) -> dict[str, int]:
-        return {s["id"]: s["outcomes"].get("processed", 0) for s in figures["streams"]}
+    def processed(figures: Stats) -> dict[str, int]:
+        return {s.id: s.outcomes.get("processed", 0) for s in figures.streams}
 
     before, after = processed(first), processed(last)
     fps = {sid: (after[sid] - before[sid]) / wall for sid in ids}

@@ -24,7 +24,7 @@ from app.bench.tables import (
     scaling_table,
     service_table,
 )
-from app.demo import ensure_demo_clip
+from app.run.demo import ensure_demo_clip
 from models.zoo import model_variants, resolve_model
 from pipelines.errors import ConfigError
 from pipelines.options import PipelineOptions
@@ -212,7 +212,7 @@ def bench_runtimes(console: Console, models: str | None, source: Path | None, re
     """``vidpipe bench --runtimes``: every variant of each model (comma-separated, default
     the zoo's) under ONNX Runtime and OpenVINO, alone, checked and end to end
     (``app.bench.runtimes``)."""
-    from models.runtime.openvino import openvino_version
+    from models.backends.openvino import openvino_version
 
     if openvino_version() is None:
         raise ConfigError("--runtimes needs OpenVINO: pip install 'vidpipe[openvino]'")

@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from app.bench.tracking import MIDDLE, tracking_clips
-from app.events.config import EventsConfig
-from app.runner import run_files
+from app.outputs.config import EventsConfig
+from app.run.runner import run_files
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
 from pipelines.events.config import ClipSettings

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.measure import CORES, LatencySink
-from app.runner import stream_ids
+from app.run.runner import stream_ids
 from models.spec import ModelSpec
 from pipelines.build import build_pipeline
 from pipelines.metrics import PipelineMetrics
@@ -59,9 +59,9 @@ def profile(paths: Sequence[Path], model_path: Path, spec: ModelSpec, options: P
     stages: list[dict[str, Any]] = []
     for s in metrics.stage_summaries(wall):
         per_frame = metrics.stage_work[s.stage].total / frames if frames else float("nan")
-        stages.append({"stage": s.stage, "threads": s.instances, "busy": s.busy,
+        stages.append({"stage": s.stage, "threads": s.threads, "busy": s.busy,
                        "ms_per_frame": per_frame * 1000,
-                       "ceiling_fps": s.instances / per_frame if per_frame > 0 else float("inf")})
+                       "ceiling_fps": s.threads / per_frame if per_frame > 0 else float("inf")})
     slowest = min(stages, key=lambda s: s["ceiling_fps"])
     threads = pipeline.plan.threads if pipeline.plan is not None else None
     fps = frames / wall if wall > 0 else 0.0

@@ -26,10 +26,10 @@ import onnx
 
 from app.bench.handloop import measure_hand_loop
 from app.bench.measure import CORES, measure_pipeline
-from app.model_check import check_model
-from models.runtime.base import Backend
-from models.runtime.onnxruntime import OnnxRuntimeBackend
-from models.runtime.openvino import OpenVinoBackend
+from app.recipes.check import check_model
+from models.backends.base import Backend
+from models.backends.onnxruntime import OnnxRuntimeBackend
+from models.backends.openvino import OpenVinoBackend
 from models.spec import ModelSpec
 from pipelines.options import PipelineOptions
 from pipelines.threads import time_infer

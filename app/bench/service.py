@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.config import ServiceConfig, StreamConfig
-from app.service import Service
+from app.service.config import ServiceConfig, StreamConfig
+from app.service.service import Service
 from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
 

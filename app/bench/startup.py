@@ -45,7 +45,7 @@ RUN_TIMEOUT_S = 900.0
 def bench_startup(console: Console, model: str | None, source: Path | None, reps: int,
                   ultralytics_python: Path | None, out: Path, against: str | None = None,
                   settle_s: float = 10.0) -> dict[str, Any]:
-    from app.demo import ensure_demo_clip
+    from app.run.demo import ensure_demo_clip
 
     clip = (source or ensure_demo_clip(Path("build/demo/clip.mp4"), console)).resolve()
     model_path, _ = resolve_model(model)

@@ -43,7 +43,7 @@ def compare_table(rows: list[dict[str, Any]]) -> Table:
         table.add_row(r["model"], runner.replace(" thread", "t"), f"{r['fps']:.1f}",
                       f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}", f"{r['cpu_util']:.0%}", _busy(r),
                       f"{r['ratio_to_hand_loop']:.2f}", f"{r['ratio_to_fp32_hand_loop']:.2f}",
-                      f"{r['alone']['feed_fps']:.0f} / {r['alone']['infer_fps']:.0f}"
+                      f"{r['alone']['prepare_fps']:.0f} / {r['alone']['infer_fps']:.0f}"
                       if "alone" in r else "", f"{r['efficiency']:.2f}" if "efficiency" in r
                       else "", f"{r['cpu_ceiling_fps']:.0f}" if "cpu_ceiling_fps" in r else "",
                       f"{r['efficiency_vs_ceiling']:.2f}" if "efficiency_vs_ceiling" in r

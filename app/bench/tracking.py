@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from app.bench.handloop import measure_hand_loop
-from app.model_eval import read_detections, read_truth
-from app.runner import stream_ids
-from app.track_eval import score_tracking
+from app.recipes.evaluate import read_detections, read_truth
+from app.recipes.track_eval import score_tracking
+from app.run.runner import stream_ids
 from models.data import boxes_path
 from models.evaluate import mean_average_precision
 from models.tracking_data import make_tracking_clip
@@ -82,7 +82,7 @@ def _map50(detections: Path, clips: list[Path], spec: Any) -> float:
 
 def _share(summary: dict[str, Any], stage: str) -> float:
     """A stage's share of all stages' work time over the run."""
-    work = {s["stage"]: s["busy"] * s["instances"] for s in summary["stages"]}
+    work = {s["stage"]: s["busy"] * s["threads"] for s in summary["stages"]}
     total = sum(work.values())
     return work.get(stage, 0.0) / total if total else 0.0
 

@@ -88,7 +88,7 @@ def bench(
     with failing_cleanly():
         if events:
             from app.bench.events import bench_events
-            from app.demo import ensure_demo_clip
+            from app.run.demo import ensure_demo_clip
 
             bench_events(console, reps, out, ensure_demo_clip(DEMO_CLIP, console), events_mqtt)
         elif runtimes:

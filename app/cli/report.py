@@ -34,7 +34,7 @@ def stage_table(summary: dict[str, Any]) -> Table:
         table.add_column(col, justify="left" if col == "stage" else "right", no_wrap=True)
     slowest = max(summary["stages"], key=lambda s: s["busy"], default=None)
     for s in summary["stages"]:
-        table.add_row(s["stage"] + (" *" if s is slowest else ""), str(s["instances"]),
+        table.add_row(s["stage"] + (" *" if s is slowest else ""), str(s["threads"]),
                       str(s["items"]), f"{s['busy']:.0%}", _ms(s["work_ms"]), _ms(s["wait_ms"]))
     return table
 

@@ -1,6 +1,6 @@
 """``vidpipe run`` and ``vidpipe demo``: a pipeline over files and cameras, from the terminal.
 
-The commands parse and check their options, then hand the run to ``app.runner``, imported
+The commands parse and check their options, then hand the run to ``app.run.request``, imported
 when a command runs: ``vidpipe --help`` never loads the engine.
 """
 
@@ -34,7 +34,8 @@ from app.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from app.runner import RunOutputs, RunRequest
+    from app.run.request import RunRequest
+    from app.run.runner import RunOutputs
 
 TrackOpt = Annotated[str | None, typer.Option(
     "--track", metavar="TRACKER", help="Track objects across frames: bytetrack, botsort, "
@@ -123,12 +124,12 @@ def run(
     the outputs; a camera lost mid-run reconnects. A file stopped that way before its end
     exits 130, and summary.json says which and where.
     """
-    from app.memory import limit_malloc_arenas
+    from app.malloc import limit_malloc_arenas
 
     limit_malloc_arenas()  # a camera run lasts: see app/memory.py
     configure_logging(log_level)
     with failing_cleanly():
-        from app.runner import RunRequest
+        from app.run.request import RunRequest
 
         request = RunRequest(
             sources=sources, model=model, output_format=format, classes=classes,
@@ -154,7 +155,7 @@ def run(
 
 def _with_progress(request: RunRequest) -> RunOutputs:
     from app.cli.progress import RunProgress
-    from app.runner import run_request
+    from app.run.request import run_request
 
     with RunProgress(console) as progress:
         return run_request(request, on_progress=progress.update)
@@ -180,8 +181,8 @@ def demo(
     """Make the 20 s demo clip (people and no people, from scikit-image's photos), run the
     shipped person detector on it, and score every frame against the clip's ground truth."""
     configure_logging("info")
-    from app.demo import ensure_demo_clip, score_run
-    from app.runner import RunRequest
+    from app.run.demo import ensure_demo_clip, score_run
+    from app.run.request import RunRequest
     from pipelines.sources.synthetic import truth_path
 
     name = "clip-hard.mp4" if hard else "clip.mp4"

@@ -38,12 +38,12 @@ def serve(
     Streams are added and removed at runtime (POST/DELETE /api/streams); those in the config
     start at boot. Set VIDPIPE_API_TOKEN (or VIDPIPE_API_TOKEN_FILE, a file holding it) to
     require a bearer token on every data route. SIGTERM drains the streams and exits."""
-    from app.memory import limit_malloc_arenas
+    from app.malloc import limit_malloc_arenas
 
     limit_malloc_arenas()  # before any stream's threads: see app/memory.py
     configure_logging(log_level)
     with failing_cleanly():
-        from app.config import load_config
+        from app.service.config import load_config
 
         cfg = load_config(config)
         cfg = cfg.model_copy(update={k: v for k, v in (("host", host), ("port", port),
@@ -55,7 +55,7 @@ def serve(
              "pip install 'vidpipe[ray]'")
     import uvicorn
 
-    from app.api import create_app
+    from app.service.api import create_app
 
     server = uvicorn.Server(uvicorn.Config(create_app(cfg), host=cfg.host, port=cfg.port,
                                            log_config=None, timeout_graceful_shutdown=8))

@@ -6,10 +6,11 @@ per-stream keys and ``PUT /api/streams/{id}/analytics`` all build these.
 from __future__ import annotations
 
 import re
-from typing import Literal, Self, get_args
+from typing import Annotated, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from models.checked import JSON_NUMBER, Checked, Count, Number, describe_error
 from pipelines.errors import ConfigError
 
 TrackerKind = Literal["bytetrack", "botsort", "ocsort", "sort"]
@@ -19,11 +20,7 @@ Anchor = Literal["bottom_center", "center", "top_center", "left_center", "right_
 NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TrackerSettings(_Strict):
+class TrackerSettings(Checked):
     """The tracker (Roboflow's ``trackers``). ``activation`` (the least score that starts a
     track) and ``high`` (ByteTrack's first-stage score) default to the model's score threshold:
     the library's 0.7/0.6, tuned for COCO detectors, start no track on a model whose scores
@@ -31,14 +28,14 @@ class TrackerSettings(_Strict):
     stream's rate); ``confirm_frames``: detections in a row before a track gets an id."""
 
     kind: TrackerKind = "bytetrack"
-    activation: float | None = Field(default=None, ge=0.0, le=1.0)
-    high: float | None = Field(default=None, ge=0.0, le=1.0)
-    lost_frames: int = Field(default=30, ge=0)
-    confirm_frames: int = Field(default=2, ge=1)
-    min_iou: float = Field(default=0.1, gt=0.0, le=1.0)
+    activation: Annotated[float, Field(ge=0.0, le=1.0), JSON_NUMBER] | None = None
+    high: Annotated[float, Field(ge=0.0, le=1.0), JSON_NUMBER] | None = None
+    lost_frames: Count = Field(default=30, ge=0)
+    confirm_frames: Count = Field(default=2, ge=1)
+    min_iou: Number = Field(default=0.1, gt=0.0, le=1.0)
 
 
-class LineConfig(_Strict):
+class LineConfig(Checked):
     """A counting line from (x1, y1) to (x2, y2). ``in`` is a crossing from the right-hand side
     of the line walked from its first point to its second (as drawn, y down) to its left-hand
     side; ``out`` the other way. ``hysteresis``: how far past the line (a fraction of the box's
@@ -46,9 +43,9 @@ class LineConfig(_Strict):
     nothing."""
 
     name: str = Field(pattern=NAME_PATTERN)
-    points: tuple[float, float, float, float]
+    points: tuple[Number, Number, Number, Number]
     anchor: Anchor = "bottom_center"
-    hysteresis: float = Field(default=0.1, ge=0.0, le=2.0)
+    hysteresis: Number = Field(default=0.1, ge=0.0, le=2.0)
     classes: list[str] | None = None  # labels counted; None: all
 
     def check(self) -> None:
@@ -59,7 +56,7 @@ class LineConfig(_Strict):
             raise ValueError(f"line {self.name}: its two points are the same")
 
 
-class ZoneConfig(_Strict):
+class ZoneConfig(Checked):
     """A polygon zone. A track enters once its anchor has been inside for ``enter_frames``
     frames in a row and leaves once it has been outside (or unseen) for ``exit_frames``: a
     track lost for fewer frames keeps its visit and its dwell time. ``loiter_s``: a visit that
@@ -67,24 +64,24 @@ class ZoneConfig(_Strict):
     ``crowd_s`` seconds begins an overcrowding, which ends when fewer are inside."""
 
     name: str = Field(pattern=NAME_PATTERN)
-    polygon: list[tuple[float, float]] = Field(min_length=3, max_length=256)
+    polygon: list[tuple[Number, Number]] = Field(min_length=3, max_length=256)
     anchor: Anchor = "bottom_center"
-    enter_frames: int = Field(default=3, ge=1)
-    exit_frames: int = Field(default=15, ge=1)
-    loiter_s: float | None = Field(default=None, gt=0)
-    crowd: int | None = Field(default=None, ge=1)
-    crowd_s: float = Field(default=0.0, ge=0)
+    enter_frames: Count = Field(default=3, ge=1)
+    exit_frames: Count = Field(default=15, ge=1)
+    loiter_s: Annotated[float, Field(gt=0), JSON_NUMBER] | None = None
+    crowd: Annotated[int, Field(ge=1), JSON_NUMBER] | None = None
+    crowd_s: Number = Field(default=0.0, ge=0)
     classes: list[str] | None = None
 
 
-class AnalyticsConfig(_Strict):
+class AnalyticsConfig(Checked):
     """A stream's analytics: lines and zones need a tracker (counting is per track)."""
 
     track: TrackerSettings | None = None
     lines: list[LineConfig] = Field(default_factory=list, max_length=64)
     zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
     # the model sees one frame in N; the tracker gives the boxes of the others
-    detect_every: int = Field(default=1, ge=1, le=30)
+    detect_every: Count = Field(default=1, ge=1, le=30)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -165,9 +162,4 @@ def _named_numbers(text: str, flag: str, form: str) -> tuple[str, list[float]]:
 
 
 def _first(error: ValueError) -> str:
-    errors = getattr(error, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return f"{where + ': ' if where else ''}{first['msg']}"
-    return str(error)
+    return describe_error(error) if isinstance(error, ValidationError) else str(error)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.runtime.base import TensorInfo
+from models.backends.base import TensorInfo
 from pipelines.decode.stage import PictureDecoder
 from pipelines.infer.runtime import Runtime
 from pipelines.options import PipelineOptions

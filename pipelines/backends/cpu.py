@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from models.runtime.base import Backend
+from models.backends.base import Backend
 from models.spec import ModelSpec
 from models.zoo import check_compatible
 from pipelines.backends.common import StageBackends, converted_lazily

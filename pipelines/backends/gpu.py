@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
+from models.backends.device import DeviceUnavailable
+from models.backends.tensorrt import TensorRTBackend
+from models.backends.torch import TorchBackend
 from models.engine import check_engine, current_environment
-from models.runtime.device import DeviceUnavailable
-from models.runtime.tensorrt import TensorRTBackend
-from models.runtime.torch import TorchBackend
 from models.spec import ModelSpec
 from models.zoo import check_compatible
 from pipelines.backends.common import StageBackends, converted_lazily

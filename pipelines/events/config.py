@@ -6,14 +6,12 @@ service's ``events:`` block build these.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from models.checked import Checked
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ObjectSettings(_Strict):
+class ObjectSettings(Checked):
     """An object's lifecycle: ``new`` once its track is confirmed, ``update`` at most every
     ``update_s`` and only when it changed (moved by ``move`` of its size, another class, or
     became stationary or moved again), ``end`` once it has not been seen for ``end_s``
@@ -28,7 +26,7 @@ class ObjectSettings(_Strict):
     end_s: float | None = Field(default=None, gt=0.0)
 
 
-class ClipSettings(_Strict):
+class ClipSettings(Checked):
     """Clips of an object, from ``pre_s`` before it appeared to ``post_s`` after it was last
     seen, remuxed from the stream's last ``buffer_s`` (at most ``buffer_mb``) of encoded
     packets."""
@@ -46,7 +44,7 @@ class ClipSettings(_Strict):
         return self
 
 
-class EventSettings(_Strict):
+class EventSettings(Checked):
     """A stream's events: the objects' lifecycles, the best snapshot of each (at its end),
     and clips (None: none). Snapshots and clips are kept ``retain_hours`` and ``retain_mb``
     in all, the oldest removed first."""

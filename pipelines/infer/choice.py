@@ -33,10 +33,10 @@ from typing import Any
 import av
 import numpy as np
 
+from models.backends.base import Backend
+from models.backends.onnxruntime import OnnxRuntimeBackend
+from models.backends.openvino import OpenVinoBackend, openvino_version
 from models.errors import ModelError
-from models.runtime.base import Backend
-from models.runtime.onnxruntime import OnnxRuntimeBackend
-from models.runtime.openvino import OpenVinoBackend, openvino_version
 from models.spec import ModelSpec
 from pipelines.frame import Detections
 from pipelines.postprocess.agreement import Agreement

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import torch
 
-from models.runtime.base import Backend
-from models.runtime.device import DeviceOutputs, DeviceSlot
+from models.backends.base import Backend
+from models.backends.device import DeviceOutputs, DeviceSlot
 from pipelines.cuda import distinct_events, wait_ready
 from pipelines.frame import Batch, tensor_of
 from pipelines.infer.runtime import BackendRuntime

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from models.runtime.base import Backend, TensorInfo
+from models.backends.base import Backend, TensorInfo
 from pipelines.frame import Batch, host_array
 
 
@@ -46,7 +46,7 @@ class Runtime(Protocol):
 
 
 class BackendRuntime:
-    """What every Runtime built on a ``models.runtime`` backend shares: names, graph tensors,
+    """What every Runtime built on a ``models.backends`` backend shares: names, graph tensors,
     closing."""
 
     timed_on_device = False

@@ -5,14 +5,14 @@ at most ``batch_timeout_ms`` after the first for a batch to fill. A frame older 
 ``max_age_s`` when it is taken (live streams only) is dropped as ``dropped_stale`` instead of
 spending inference on a moment that has passed.
 
-With ``workers`` > 1, that many batches run at once, each on its own thread (the runtime is
-shared: ONNX Runtime's ``run`` may be called from several threads): intra-op threads meet at
+With ``calls_at_once`` > 1, that many batches run at once, each on its own thread (the runtime
+is shared: ONNX Runtime's ``run`` may be called from several threads): intra-op threads meet at
 a barrier after every operator, so where the cores are shared with decoding one preempted
 thread stalls a call on several threads, while separate calls go on independently. Batches
 leave in the order they were taken, whichever finishes first.
 
 With ``queued`` > 0 (files), that many more batches are taken and their calls queued on the
-workers, so a worker starts the next batch as soon as it ends one (double buffering). A
+threads, so a thread starts the next batch as soon as it ends one (double buffering). A
 camera's pipeline queues none: a queued batch would wait out a whole inference, and its
 frames are the newest only when taken at the last moment.
 
@@ -86,21 +86,21 @@ class InferStage(Stage[Batch | Frame, Batch]):
     def __init__(self, runtime: Runtime, input: Input[Any],
                  output: Output[Batch], metrics: PipelineMetrics, *, batch_size: int = 4,
                  batch_timeout_ms: float = 10.0, max_age_s: float | None = None,
-                 workers: int = 1, queued: int = 0,
+                 calls_at_once: int = 1, queued: int = 0,
                  on_batch: Callable[[int], None] | None = None,
                  preprocessor_for: Callable[[], Preprocessor] | None = None,
                  input_tap: Callable[[Batch], None] | None = None) -> None:
-        if workers < 1:
-            raise ValueError(f"inference workers must be >= 1, got {workers}")
+        if calls_at_once < 1:
+            raise ValueError(f"inference calls at once must be >= 1, got {calls_at_once}")
         if queued < 0:
             raise ValueError(f"queued inference calls must be >= 0, got {queued}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if batch_timeout_ms < 0:
             raise ValueError(f"batch_timeout_ms must be >= 0, got {batch_timeout_ms}")
-        super().__init__("infer", metrics, input=input, output=output, threads=workers,
+        super().__init__("infer", metrics, input=input, output=output, threads=calls_at_once,
                          take_at_once=batch_size, take_timeout_s=batch_timeout_ms / 1000.0,
-                         calls_at_once=workers + queued, call_ahead=True)
+                         calls_at_once=calls_at_once + queued, call_ahead=True)
         self.runtime = runtime
         self.prepared: Input[Any] = input  # Batches, or Frames with ``preprocessor_for``
         self.batch_size = batch_size
@@ -111,7 +111,7 @@ class InferStage(Stage[Batch | Frame, Batch]):
         self._preprocessors = None if preprocessor_for is None else _Preprocessors(
             preprocessor_for)
         if self._preprocessors is not None:
-            metrics.register_stage(PREPARE, workers)
+            metrics.register_stage(PREPARE, calls_at_once)
 
     def admit(self, items: list[Batch | Frame]) -> list[Batch | Frame]:
         """The items young enough to infer (the rest dropped as stale); counted as a batch."""

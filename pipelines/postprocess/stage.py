@@ -63,17 +63,17 @@ class PostprocessStage(Stage[Batch, Result]):
 
     Frames keep their pixels only when ``keep_images`` (a sink draws on them); otherwise the
     image is released here so that results waiting for a slow sink hold no frame memory.
-    With ``workers`` > 1 and a ``concurrent`` postprocessor, that many batches are decoded at
+    With ``calls_at_once`` > 1 and a ``concurrent`` postprocessor, that many batches are decoded at
     once (results still leave in order): a shared detector's one postprocess thread was its
     bottleneck at 16 streams, behind several inference calls at once.
     """
 
     def __init__(self, postprocessor: Postprocessor, input: Channel[Batch],
                  output: Channel[Result], metrics: PipelineMetrics, *,
-                 keep_images: bool = False, workers: int = 1) -> None:
-        workers = workers if postprocessor.concurrent else 1
-        super().__init__("postprocess", metrics, input=input, output=output, threads=workers,
-                         calls_at_once=workers, call_ahead=True)
+                 keep_images: bool = False, calls_at_once: int = 1) -> None:
+        calls = calls_at_once if postprocessor.concurrent else 1
+        super().__init__("postprocess", metrics, input=input, output=output, threads=calls,
+                         calls_at_once=calls, call_ahead=True)
         self.postprocessor = postprocessor
         self.keep_images = keep_images
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, Self
 
 from models.spec import ModelSpec
@@ -50,10 +50,14 @@ class SinkStage(Stage[Result, None]):
     is often cheaper than the hand-over to the thread."""
 
     def __init__(self, sinks: Sequence[Sink], spec: ModelSpec, input: Channel[Result],
-                 metrics: PipelineMetrics) -> None:
+                 metrics: PipelineMetrics, *,
+                 on_written: Callable[[list[Result]], None] | None = None) -> None:
+        """``on_written`` hears each call's results once they are written and counted, on
+        the event loop, in order (a shared detector settles their frames)."""
         super().__init__("sink", metrics, input=input, output=None, take_at_once=TAKE_AT_ONCE)
         self.sinks = list(sinks)
         self.spec = spec
+        self.on_written = on_written
         self.emitted: Counter[str] = Counter()
 
     def process(self, items: list[Result]) -> None:
@@ -64,6 +68,8 @@ class SinkStage(Stage[Result, None]):
     def outputs(self, items: list[Result], result: None, seconds: float) -> list[None]:
         for done in items:
             self._account(done)
+        if self.on_written is not None:
+            self.on_written(items)
         return []
 
     def _account(self, result: Result) -> None:

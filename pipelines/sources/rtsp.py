@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import av
 
-from pipelines.errors import ConfigError, SourceError
+from pipelines.errors import ConfigError, SourceError, StreamLost
 from pipelines.sources.clock import ArrivalClock
 from pipelines.sources.media import METADATA_ERRORS
 from pipelines.sources.url import redact, redact_text, validate_rtsp_url
@@ -60,10 +60,6 @@ class Backoff:
     def reset(self) -> None:
         """After a connection that delivered video: the next outage starts from ``initial``."""
         self._attempt = 0
-
-
-class StreamLost(Exception):
-    """A connection ended: the server closed it, or no video came for too long."""
 
 
 class RtspSource:

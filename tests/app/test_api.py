@@ -7,8 +7,8 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api import create_app
-from app.config import ServiceConfig
+from app.service.api import create_app
+from app.service.config import ServiceConfig
 from tests.support.api import LOCAL
 
 SECRET = "hunter2-secret"

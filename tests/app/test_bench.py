@@ -22,13 +22,14 @@ def test_bench_quick_compares_the_hand_loop_with_vidpipe_and_scales(small_clip, 
     assert hand["fps_each_rep"] == [hand["fps"]] and ours["fps_each_rep"] == [ours["fps"]]
     assert ours["alone"]["infer_workers"] == ours["threads"]["infer_workers"]
     assert "alone" not in hand and ours["alone"]["infer_threads"] == ours["threads"]["infer"]
-    slowest = min(ours["alone"]["feed_fps"], ours["alone"]["infer_fps"])
+    slowest = min(ours["alone"]["prepare_fps"], ours["alone"]["infer_fps"])
     assert ours["efficiency"] == ours["fps"] / slowest  # one rep: its own ratio
     assert ours["efficiency_each_rep"] == [ours["efficiency"]]
     alone = ours["alone"]
-    assert alone["feed_cpu_ms"] > 0 and alone["infer_cpu_ms"] > 0
+    assert alone["prepare_cpu_ms"] > 0 and alone["infer_cpu_ms"] > 0
     cores = report["machine"]["cores"]
-    assert ours["cpu_ceiling_fps"] == cores * 1e3 / (alone["feed_cpu_ms"] + alone["infer_cpu_ms"])
+    cpu_ms = alone["prepare_cpu_ms"] + alone["infer_cpu_ms"]
+    assert ours["cpu_ceiling_fps"] == cores * 1e3 / cpu_ms
     assert ours["efficiency_vs_ceiling"] == ours["fps"] / min(slowest, ours["cpu_ceiling_fps"])
     assert [r["streams"] for r in report["scaling"]] == [1, 2]
     assert report["scaling"][1]["frames"] == 60
@@ -70,8 +71,8 @@ def test_stages_alone_decode_the_clip_and_infer_as_many_frames(small_clip):
     path, spec = resolve_model("shapes-yolo")
     alone = measure_alone(Path(small_clip), path, spec, decode_threads=1, infer_threads=1,
                           batch_size=3, frame_limit=7)
-    assert alone.feed_fps > 0 and alone.infer_fps > 0
-    assert alone.slowest_fps == min(alone.feed_fps, alone.infer_fps)
+    assert alone.prepare_fps > 0 and alone.infer_fps > 0
+    assert alone.slowest_fps == min(alone.prepare_fps, alone.infer_fps)
     assert alone.as_dict()["batch_size"] == 3
 
 
@@ -101,8 +102,8 @@ def test_efficiency_pairs_each_rep_with_the_stages_alone_measured_after_it():
     def run(name, fps):
         return Measurement(name, int(fps), 1.0, 0.5, np.zeros(0))
 
-    def stages(feed_fps):
-        return StagesAlone(feed_fps, 1000.0, 1, 1, 4, 5.0, 1.0)
+    def stages(prepare_fps):
+        return StagesAlone(prepare_fps, 1000.0, 1, 1, 4, 5.0, 1.0)
 
     label, hand = "m", "hand loop, 1 thread"
     runs = {(label, hand): [run(hand, 50), run(hand, 60), run(hand, 55)],
@@ -111,7 +112,7 @@ def test_efficiency_pairs_each_rep_with_the_stages_alone_measured_after_it():
     ours = _compare_rows({label: (None, None)}, runs, alone)[1]
     assert ours["efficiency_each_rep"] == [95 / 100, 150 / 160, 100 / 120]
     assert ours["efficiency"] == 150 / 160
-    assert ours["alone"]["feed_fps"] == 120  # the yardstick shown is still the median
+    assert ours["alone"]["prepare_fps"] == 120  # the yardstick shown is still the median
 
 
 @pytest.mark.slow

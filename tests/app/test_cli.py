@@ -239,7 +239,7 @@ def test_user_text_in_an_error_prints_as_written(tmp_path):
 
 
 def test_an_error_naming_an_extra_prints_it(small_clip, tmp_path):
-    from models.runtime.openvino import openvino_version
+    from models.backends.openvino import openvino_version
 
     if openvino_version() is not None:  # the message is for machines without OpenVINO
         pytest.skip("OpenVINO is installed here")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.cluster.placement import joined, orphaned, place, ranked
+from app.service.cluster.placement import joined, orphaned, place, ranked
 from tests.app.test_serve import free_port
 from tests.support.requires import require_module
 

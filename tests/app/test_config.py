@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import load_config
+from app.service.config import load_config
 from pipelines.errors import ConfigError
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from app.demo import PersonScore, score_person_frames
+from app.run.demo import PersonScore, score_person_frames
 from pipelines.sources.synthetic import load_truth, make_demo_clip
 from tests.support.cli import vidpipe
 

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from app.events.config import EventsConfig
-from app.runner import run_files
-from app.track_eval import truth_crossings
+from app.outputs.config import EventsConfig
+from app.recipes.track_eval import truth_crossings
+from app.run.runner import run_files
 from models.tracking_data import make_tracking_clip, mot_truth_path
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, LineConfig, TrackerSettings

@@ -9,8 +9,8 @@ import av
 import jsonschema
 import pytest
 
-from app.events.config import EventsConfig
-from app.runner import run_files
+from app.outputs.config import EventsConfig
+from app.run.runner import run_files
 from models.tracking_data import make_tracking_clip
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, LineConfig, TrackerSettings, ZoneConfig

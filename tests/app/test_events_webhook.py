@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from app.events.config import EventsConfig
-from app.events.webhook import WebhookEvents
-from app.runner import run_files
+from app.outputs.config import EventsConfig
+from app.outputs.webhook import WebhookEvents
+from app.run.runner import run_files
 from models.tracking_data import make_tracking_clip
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
@@ -167,8 +167,8 @@ def test_a_run_never_waits_on_a_slow_receiver(tmp_path, monkeypatch):
 
 
 def test_a_malformed_url_never_shows_its_password():
-    from app.events.mqtt import parse_mqtt_url, topic_part
-    from app.events.webhook import check_webhook_url
+    from app.outputs.mqtt import parse_mqtt_url, topic_part
+    from app.outputs.webhook import check_webhook_url
     from pipelines.errors import ConfigError
 
     for check, url in ((parse_mqtt_url, "mqtt://admin:s3cr/et@broker/vid"),

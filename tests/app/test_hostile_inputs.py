@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api import create_app
-from app.config import ServiceConfig
+from app.service.api import create_app
+from app.service.config import ServiceConfig
 from pipelines.sources.file import FileSource
 from pipelines.sources.synthetic import make_test_clip
 from tests.support.api import LOCAL

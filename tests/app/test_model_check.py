@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.demo import score_person_frames
-from app.model_check import reference_detections
+from app.recipes.check import reference_detections
+from app.run.demo import score_person_frames
 from models.data import make_clip
 from models.zoo import resolve_model
 from pipelines.frame import Detections

@@ -10,9 +10,9 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api import create_app
-from app.config import ServiceConfig, StreamConfig
-from app.service import Service
+from app.service.api import create_app
+from app.service.config import ServiceConfig, StreamConfig
+from app.service.service import Service
 from pipelines.metrics import PipelineMetrics
 from pipelines.sinks.rotating import result_files
 from tests.support.api import LOCAL

@@ -10,8 +10,8 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api import create_app
-from app.config import ServiceConfig, StreamConfig
+from app.service.api import create_app
+from app.service.config import ServiceConfig, StreamConfig
 from pipelines.sources.url import redact, redact_text
 from tests.support.api import LOCAL
 
@@ -82,7 +82,7 @@ def test_event_sinks_secrets_appear_in_no_answer_metric_or_log(tmp_path, caplog,
                                                                monkeypatch):
     """Issue 19: an MQTT broker's password and a webhook URL's token (and the webhook
     secret) reach neither the API, /metrics nor the log, while the sinks fail to connect."""
-    from app.events.config import EventsConfig
+    from app.outputs.config import EventsConfig
 
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("VIDPIPE_WEBHOOK_SECRET", f"secret-{MARK}")

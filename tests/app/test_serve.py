@@ -108,7 +108,7 @@ def test_a_huge_body_is_refused_before_it_is_read(tmp_path):
 
 
 def test_malloc_arenas_are_limited_unless_the_environment_says_otherwise(monkeypatch):
-    from app.memory import limit_malloc_arenas
+    from app.malloc import limit_malloc_arenas
 
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     assert limit_malloc_arenas() is True  # glibc, as on every machine vidpipe ships for

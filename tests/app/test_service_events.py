@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api import create_app
-from app.config import ServiceConfig
-from app.events.config import EventsConfig
+from app.outputs.config import EventsConfig
+from app.service.api import create_app
+from app.service.config import ServiceConfig
 from models.tracking_data import make_tracking_clip
 from pipelines.events.config import ClipSettings
 from tests.app.test_api import wait_for

@@ -7,9 +7,9 @@ import asyncio
 
 from prometheus_client import generate_latest
 
-from app.config import ServiceConfig, StreamConfig
-from app.service import Service
-from app.stats import stats
+from app.service.config import ServiceConfig, StreamConfig
+from app.service.service import Service
+from app.service.stats import stats
 from pipelines.metrics import PipelineMetrics
 
 
@@ -40,19 +40,19 @@ def test_eight_streams_load_the_model_once_and_share_its_batches(small_clip, tmp
             for sid in ids:
                 await service.add_stream(StreamConfig(url=str(media / "cam.mp4"), id=sid))
             await _until(lambda: all(metrics.outcomes[s]["processed"] >= 10 for s in ids))
-            assert len(service.detectors) == 1
-            (detector,) = service.detectors.values()
+            assert len(service.detectors.loaded) == 1
+            (detector,) = service.detectors.loaded.values()
             assert sorted(detector.streams) == ids
-            (shown,) = stats(service)["detectors"]
-            assert (shown["model"], shown["device"], sorted(shown["streams"])) == (
-                "shapes-yolo", "cpu", ids)
-            assert shown["fps"] > 0 and sum(shown["batches"].values()) > 0
+            (shown,) = stats(service).detectors
+            assert (shown.model, shown.device, sorted(shown.streams)) == ("shapes-yolo", "cpu",
+                                                                          ids)
+            assert shown.fps > 0 and sum(shown.batches.values()) > 0
             await service.remove_stream("cam3")  # the others go on
             before = {s: metrics.outcomes[s]["processed"] for s in ids if s != "cam3"}
             await _until(lambda: all(metrics.outcomes[s]["processed"] > before[s] + 5
                                      for s in before))
             assert "cam3" not in detector.streams
-        assert service.detectors == {}  # unloaded with its last stream
+        assert service.detectors.loaded == {}  # unloaded with its last stream
 
     asyncio.run(main())
     assert metrics.model_loads == {("shapes-yolo", "cpu"): 1}
@@ -89,7 +89,7 @@ def test_a_failed_detector_fails_its_streams_and_a_new_stream_gets_a_new_one(sma
                                                                               monkeypatch):
     from pipelines.backends import host_backends
     from pipelines.decode.pyav import PyAVDecoder
-    from pipelines.shared import SharedDetector
+    from pipelines.shared.detector import SharedDetector
     from tests.support.fakes import FAKE_SPEC, FakeBackend
 
     class Broken(FakeBackend):
@@ -129,8 +129,8 @@ def test_a_rebuilt_detector_shows_restarting_then_up_and_its_streams_go_on(small
                                                                           monkeypatch):
     from pipelines.backends import host_backends
     from pipelines.decode.pyav import PyAVDecoder
-    from pipelines.restarts import RestartBudget
-    from pipelines.shared import SharedDetector
+    from pipelines.shared.detector import SharedDetector
+    from pipelines.shared.restarts import RestartBudget
     from tests.support.fakes import FAKE_SPEC, FakeBackend
 
     class DiesOnce(FakeBackend):
@@ -159,7 +159,7 @@ def test_a_rebuilt_detector_shows_restarting_then_up_and_its_streams_go_on(small
 
     async def main() -> None:
         async with service:
-            events = service.readers.subscribe()
+            events = service.feed.subscribe()
             rt = await service.add_stream(StreamConfig(url=str(media / "cam.mp4"), id="a"))
             await _until(lambda: rt.state == "restarting")
             assert "the runtime died" in (rt.error or "")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.track_eval import truth_crossings
+from app.recipes.track_eval import truth_crossings
 from models.tracking_data import make_tracking_clip, mot_truth_path, tracking_frames
 from pipelines.analytics.config import LineConfig
 from tests.support.cli import vidpipe_model

@@ -24,6 +24,6 @@ def test_the_wheel_holds_every_module_and_the_dashboard(tmp_path):
     (wheel,) = (tmp_path / "wheel").glob("vidpipe-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
     wanted = {p for p in tracked if p.split("/")[0] in ("app", "pipelines", "models")
-              and (p.endswith(".py") or p.startswith("app/dashboard/"))}
+              and (p.endswith(".py") or p.startswith("app/service/dashboard/"))}
     assert wanted, "no tracked modules found"
     assert sorted(wanted - shipped) == []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.config import load_config
+from app.service.config import load_config
 from tests.docker.promql import selectors
 from tests.docker.shipped import (
     ALERTS,

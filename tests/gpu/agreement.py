@@ -133,7 +133,7 @@ class CollectSink:
 def run_cpu_pipeline(clip: Path, model_path: Path, spec: ModelSpec,
                      frames: int | None = None) -> dict[tuple[str, int], Detections]:
     """The CPU pipeline (FFmpeg, OpenCV, ONNX Runtime, numpy NMS) on one clip."""
-    from models.runtime.onnxruntime import OnnxRuntimeBackend
+    from models.backends.onnxruntime import OnnxRuntimeBackend
     from pipelines.decode.pyav import PyAVDecoder
     from pipelines.sources.file import FileSource
 

@@ -47,7 +47,7 @@ def libraries(table: Table) -> None:
 def agreement_rows(table: Table, media: Path, plan: Plan) -> None:
     from prometheus_client import CollectorRegistry
 
-    from models.runtime.torch import TorchBackend
+    from models.backends.torch import TorchBackend
     from pipelines.backends.gpu import decoder_factory
     from pipelines.gpu_metrics import BackendReport
     from pipelines.options import PipelineOptions
@@ -128,7 +128,7 @@ def nvdec_rows(table: Table, clip: Path, plan: Plan) -> None:
 def e2e_rows(table: Table, clip: Path, plan: Plan) -> None:
     from prometheus_client import CollectorRegistry
 
-    from models.runtime.torch import TorchBackend
+    from models.backends.torch import TorchBackend
     from pipelines.backends.gpu import decoder_factory
     from pipelines.gpu_metrics import BackendReport
     from pipelines.metrics import PipelineMetrics

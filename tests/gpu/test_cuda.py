@@ -31,8 +31,8 @@ GPU_MODULES = ["pipelines.cuda", "pipelines.decode.nvdec", "pipelines.preprocess
                "pipelines.preprocess.torch_cuda", "pipelines.postprocess.gpu",
                "pipelines.gpu_metrics", "pipelines.backends", "pipelines.backends.gpu",
                "pipelines.infer.device",
-               "models.runtime.tensorrt",
-               "models.runtime.torch"]
+               "models.backends.tensorrt",
+               "models.backends.torch"]
 GPU_LIBRARIES = ["tensorrt", "cvcuda", "PyNvVideoCodec", "pynvml"]
 
 

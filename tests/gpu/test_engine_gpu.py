@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from models.backends.onnxruntime import OnnxRuntimeBackend
 from models.detector import DetectorConfig, ShapesYOLO
 from models.engine import current_environment, ensure_engine
 from models.export import export_onnx
-from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.scene import CLASSES
 from tests.gpu.agreement import need
 
@@ -24,7 +24,7 @@ SMALL = DetectorConfig(num_classes=len(CLASSES), input_size=(160, 96),
 @pytest.mark.gpu
 def test_fp16_engine_is_built_cached_and_agrees_with_onnx_runtime(cuda, tmp_path: Path):
     need("tensorrt")
-    from models.runtime.tensorrt import TensorRTBackend
+    from models.backends.tensorrt import TensorRTBackend
 
     torch.manual_seed(0)
     onnx_path = export_onnx(ShapesYOLO(SMALL).eval(), tmp_path / "model.onnx")

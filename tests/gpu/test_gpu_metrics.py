@@ -156,13 +156,13 @@ def test_the_service_exports_its_gpu_s_gauges_and_shows_them(monkeypatch, tmp_pa
     this machine), on /metrics and in /api/stats, and shuts NVML down when it stops."""
     from fastapi.testclient import TestClient
 
-    import app.service
-    from app.api import create_app
-    from app.config import ServiceConfig
+    import app.service.service
+    from app.service.api import create_app
+    from app.service.config import ServiceConfig
     from tests.support.api import LOCAL
 
     nvml = FakeNvml()
-    monkeypatch.setattr(app.service, "gpu_sampler_for", lambda device, registry: GpuSampler(
+    monkeypatch.setattr(app.service.service, "gpu_sampler_for", lambda device, registry: GpuSampler(
         registry, 0, nvml=nvml, identity=identity))
     with TestClient(create_app(ServiceConfig(results_dir=tmp_path / "results")),
                     base_url=LOCAL) as client:
@@ -171,7 +171,7 @@ def test_the_service_exports_its_gpu_s_gauges_and_shows_them(monkeypatch, tmp_pa
     assert 'vidpipe_gpu_utilization_ratio{gpu="0"} 0.37' in metrics
     assert 'vidpipe_decoder_utilization_ratio{gpu="0"} 0.12' in metrics
     assert gpus == [{"gpu": 0, "utilization": 0.37, "decoder_utilization": 0.12,
-                     "memory_used_bytes": 5 << 30}]
+                     "memory_used_bytes": 5 << 30, "worker": "local"}]
     assert nvml.shutdowns == 1
 
 

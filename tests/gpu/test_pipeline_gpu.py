@@ -16,7 +16,7 @@ import pytest
 import torch
 from prometheus_client import CollectorRegistry
 
-from models.runtime.torch import TorchBackend
+from models.backends.torch import TorchBackend
 from pipelines.backends.gpu import decoder_factory, inference_backend
 from pipelines.build import build_pipeline
 from pipelines.cuda import cuda_available
@@ -175,7 +175,7 @@ def test_a_shared_detector_on_the_gpu_serves_several_streams_with_every_frame_co
     """The service's engine (issue 23, item 4): one SharedDetector on the GPU (the model
     loaded once, double-buffered slots) fed by four streams of the clip; every frame of
     each is a result or a counted drop, and the boxes are the CPU pipeline's."""
-    from pipelines.shared import SharedDetector
+    from pipelines.shared.detector import SharedDetector
     from pipelines.sources.file import FileSource
 
     path, spec, model = rect_model

@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch import nn
 
+from models.backends.device import DeviceUnavailable, batch_bucket
+from models.backends.onnxruntime import OnnxRuntimeBackend
+from models.backends.torch import TorchBackend
 from models.errors import ModelError
-from models.runtime.device import DeviceUnavailable, batch_bucket
-from models.runtime.onnxruntime import OnnxRuntimeBackend
-from models.runtime.torch import TorchBackend
 from pipelines.cuda import cuda_available, library_available
 from tests.gpu.agreement import need
 
@@ -77,7 +77,7 @@ def test_a_forward_never_touches_process_wide_cudnn_settings(small_net, monkeypa
     several inference threads they raced. They are set once, when a backend is built."""
     import threading
 
-    from models.runtime.torch import fp32_exactly
+    from models.backends.torch import fp32_exactly
 
     model, _ = small_net
     entered = []
@@ -153,7 +153,7 @@ def test_the_torch_backend_wants_a_cuda_device_it_can_see():
 def test_without_tensorrt_the_backend_names_it(tmp_path):
     if library_available("tensorrt"):
         pytest.skip("TensorRT is installed")
-    from models.runtime.tensorrt import TensorRTBackend
+    from models.backends.tensorrt import TensorRTBackend
 
     with pytest.raises(DeviceUnavailable, match="tensorrt"):
         TensorRTBackend(tmp_path / "model.engine")
@@ -215,7 +215,7 @@ def test_tensorrt_engine_agrees_with_onnx_runtime(small_net, cuda, tmp_path):
     need("tensorrt")
     import tensorrt as trt
 
-    from models.runtime.tensorrt import TensorRTBackend
+    from models.backends.tensorrt import TensorRTBackend
 
     _, onnx_path = small_net
     logger = trt.Logger(trt.Logger.WARNING)

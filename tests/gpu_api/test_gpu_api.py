@@ -34,7 +34,7 @@ def test_every_use_in_the_code_exists_in_the_pinned_libraries(surface):
     print(f"{len(collected.uses)} uses checked: {counts}")
     assert problems == []
     assert len(collected.uses) >= 60 and all(counts.values()), counts
-    assert {"models/engine.py", "models/runtime/tensorrt.py", "pipelines/decode/nvdec.py",
+    assert {"models/engine.py", "models/backends/tensorrt.py", "pipelines/decode/nvdec.py",
             "pipelines/preprocess/cvcuda.py", "pipelines/gpu_metrics.py"} <= set(collected.files)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from models.backends.device import DeviceUnavailable
 from models.engine import (
     BuildEnvironment,
     BuiltEngine,
@@ -21,7 +22,6 @@ from models.engine import (
     layer_precisions,
     record_path,
 )
-from models.runtime.device import DeviceUnavailable
 from pipelines.cuda import library_available
 
 H200 = BuildEnvironment("NVIDIA H200", "11.4.0.106")

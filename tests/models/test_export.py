@@ -8,6 +8,7 @@ import onnx
 import pytest
 import torch
 
+from models.backends.onnxruntime import ModelLoadError, OnnxRuntimeBackend
 from models.detector import DetectorConfig, ShapesYOLO
 from models.export import (
     card_spec,
@@ -17,7 +18,6 @@ from models.export import (
     measure_latency,
     write_card,
 )
-from models.runtime.onnxruntime import ModelLoadError, OnnxRuntimeBackend
 from models.spec import load_card
 from models.zoo import check_compatible, resolve_model
 

@@ -10,12 +10,12 @@ import onnx
 import pytest
 import torch
 
-from app.model_optimize import CalibrationError, calibration_frames
+from app.recipes.optimize import CalibrationError, calibration_frames
+from models.backends.onnxruntime import OnnxRuntimeBackend
 from models.data import make_clip
 from models.detector import DetectorConfig, ShapesYOLO
 from models.export import card_spec, export_onnx
 from models.quantize import HEAD_CONVS, METHODS, float_nodes, float_tail, quantize_model
-from models.runtime.onnxruntime import OnnxRuntimeBackend
 from models.scene import CLASSES
 
 STEM = "/stem/stem.0/Conv"

@@ -9,7 +9,7 @@ import pytest
 import torch
 from prometheus_client import CollectorRegistry
 
-from models.runtime.torch import TorchBackend
+from models.backends.torch import TorchBackend
 from models.zoo import resolve_model
 from pipelines.backends import StageBackends, host_backends
 from pipelines.build import build_pipeline, wire_pipeline

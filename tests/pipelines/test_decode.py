@@ -170,7 +170,7 @@ def test_a_file_decodes_one_call_ahead_and_a_camera_does_not(source_type, read) 
 
 def test_sinks_that_draw_refuse_a_scaled_picture(tmp_path: Path) -> None:
     from pipelines.frame import Detections, Result
-    from pipelines.sinks.feed import LatestFrameSink
+    from pipelines.sinks.snapshot import LatestFrameSink
     from pipelines.sinks.video import AnnotatedVideoSink
 
     frame = Frame("c", 0, None, 0.0, np.zeros((18, 32, 3), np.uint8),

@@ -37,14 +37,14 @@ class _HeldBackend(FakeBackend):
         return super().infer(feeds)
 
 
-@pytest.mark.parametrize(("workers", "queued"), [(1, 0), (1, 1), (2, 0), (2, 1)])
-def test_a_stage_takes_as_many_batches_as_it_has_workers_and_queued_calls(workers, queued):
+@pytest.mark.parametrize(("calls", "queued"), [(1, 0), (1, 1), (2, 0), (2, 1)])
+def test_a_stage_takes_as_many_batches_as_it_has_calls_at_once_and_queued(calls, queued):
     backend = _HeldBackend()
     metrics = PipelineMetrics()
     inp: Channel[Batch] = Channel("prepared", 8)
     out: Channel[Batch] = Channel("inferred", 8)
     stage = InferStage(HostRuntime(backend, "image"), inp, out, metrics, batch_size=1,
-                       batch_timeout_ms=0, workers=workers, queued=queued)
+                       batch_timeout_ms=0, calls_at_once=calls, queued=queued)
 
     async def main() -> tuple[int, list[Batch]]:
         for i in range(6):
@@ -62,7 +62,7 @@ def test_a_stage_takes_as_many_batches_as_it_has_workers_and_queued_calls(worker
         taken, results = asyncio.run(main())
     finally:
         stage.close()
-    assert taken == workers + queued
+    assert taken == calls + queued
     assert [b.frames[0].index for b in results] == list(range(6))
 
 
@@ -112,7 +112,8 @@ def test_a_failing_call_fails_the_stage_with_its_own_error(caplog):
     metrics = PipelineMetrics()
     inp: Channel[Batch] = Channel("prepared", 8)
     out: Channel[Batch] = Channel("inferred", 8)
-    stage = InferStage(HostRuntime(Broken(), "image"), inp, out, metrics, batch_size=1, workers=2)
+    stage = InferStage(HostRuntime(Broken(), "image"), inp, out, metrics, batch_size=1,
+                       calls_at_once=2)
 
     async def main() -> None:
         for i in range(4):

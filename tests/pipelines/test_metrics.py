@@ -81,7 +81,7 @@ def test_metrics_port_serves_prometheus_while_the_cli_runs(small_clip, tmp_path)
 
 
 def test_samples_keep_the_newest_in_order_in_a_fixed_ring():
-    from pipelines.metrics import Samples
+    from pipelines.samples import Samples
 
     samples = Samples(maxlen=1000)
     for v in range(300):

@@ -94,7 +94,7 @@ def test_batches_inferred_at_once_still_come_out_in_order(workers):
         assert_books_balance(metrics, sid, 60)
     assert backend.most_at_once == workers
     (infer,) = [s for s in metrics.stage_summaries() if s.stage == "infer"]
-    assert infer.instances == workers  # busy is per thread: 0..1 with any number
+    assert infer.threads == workers  # busy is per thread: 0..1 with any number
 
 
 def test_decode_errors_and_missing_frames_are_counted():

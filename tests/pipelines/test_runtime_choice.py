@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from models.runtime.onnxruntime import OnnxRuntimeBackend
+from models.backends.onnxruntime import OnnxRuntimeBackend
 from models.zoo import resolve_model
 from pipelines.build import build_pipeline
 from pipelines.errors import ConfigError
@@ -49,7 +49,7 @@ class _File:
 def test_openvino_gives_onnx_runtimes_outputs_on_fp32_models(openvino, variant):
     path, spec = resolve_model("shapes-yolo")
     path = path.parent / variant
-    from models.runtime.openvino import OpenVinoBackend
+    from models.backends.openvino import OpenVinoBackend
 
     batch = np.random.default_rng(0).random((2, 3, 320, 320), dtype=np.float32)
     with OpenVinoBackend(path, threads=1) as ov, OnnxRuntimeBackend(path, threads=1) as ort:
@@ -64,7 +64,7 @@ def test_openvino_gives_onnx_runtimes_outputs_on_fp32_models(openvino, variant):
 
 @pytest.mark.openvino
 def test_openvino_calls_from_two_threads_each_get_their_own_answer(openvino):
-    from models.runtime.openvino import OpenVinoBackend
+    from models.backends.openvino import OpenVinoBackend
 
     path, _ = resolve_model("shapes-yolo")
     rng = np.random.default_rng(1)
@@ -91,7 +91,7 @@ def test_openvino_calls_from_two_threads_each_get_their_own_answer(openvino):
 def test_the_person_detector_agrees_on_natural_pictures(openvino):
     """ssdlite-person (NMS inside the graph, uint8 NHWC input) under OpenVINO against ONNX
     Runtime on the photographs the probe uses."""
-    from models.runtime.openvino import OpenVinoBackend
+    from models.backends.openvino import OpenVinoBackend
 
     path, spec = resolve_model("ssdlite-person")
     agreement = Agreement()
@@ -130,7 +130,7 @@ def test_auto_takes_openvino_only_when_it_is_faster_by_the_margin(openvino, monk
 @pytest.mark.openvino
 def test_auto_keeps_onnx_runtime_when_openvino_disagrees(openvino, monkeypatch, small_clip):
     """However fast it is: a runtime whose detections move is not admitted."""
-    from models.runtime.openvino import OpenVinoBackend
+    from models.backends.openvino import OpenVinoBackend
 
     path, spec = resolve_model("shapes-yolo")
     real = OpenVinoBackend.infer
@@ -218,7 +218,7 @@ def test_bench_runtimes_times_checks_and_runs_each_runtime(openvino, small_clip,
 
 
 def test_bench_runtimes_without_openvino_is_one_line(monkeypatch, small_clip, tmp_path):
-    from models.runtime import openvino as ov_module
+    from models.backends import openvino as ov_module
     from tests.support.cli import vidpipe
 
     monkeypatch.setattr(ov_module, "openvino_version", lambda: None)

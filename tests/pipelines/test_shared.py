@@ -9,10 +9,10 @@ import pytest
 from prometheus_client import generate_latest
 
 from pipelines.backends import host_backends
-from pipelines.fair import FairChannel
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
-from pipelines.shared import SharedDetector
+from pipelines.shared.detector import SharedDetector
+from pipelines.shared.fair import FairChannel
 from tests.support.fakes import FAKE_SPEC, FakeBackend, FakeDecoder, FakeSource, ListSink
 
 
@@ -106,8 +106,8 @@ def test_streams_attach_and_detach_while_the_detector_runs_and_every_frame_is_co
     sinks = {s: ListSink() for s in ("a", "b", "c", "late")}
 
     async def stream(sid: str, frames: int) -> None:
-        feed = detector.attach(FakeSource(sid, frames), [sinks[sid]], "block")
-        await feed.run()
+        intake = detector.attach(FakeSource(sid, frames), [sinks[sid]], "block")
+        await intake.run()
         await detector.detach(sid)
 
     async def scenario() -> None:
@@ -124,17 +124,17 @@ def test_streams_attach_and_detach_while_the_detector_runs_and_every_frame_is_co
     assert max(backend.batch_sizes) > 1  # streams were batched together
 
 
-def test_a_feed_stopped_mid_run_leaves_its_books_balanced():
+def test_an_intake_stopped_mid_run_leaves_its_books_balanced():
     metrics = PipelineMetrics()
     detector = SharedDetector("fake@cpu", host_backends(lambda s: FakeDecoder(0.002),
                                                         FakeBackend(0.002), FAKE_SPEC),
                               FAKE_SPEC, metrics, PipelineOptions(capacity=2), batch_size=2)
 
     async def scenario() -> None:
-        feed = detector.attach(FakeSource("cam", 10_000), [ListSink()], "drop_oldest")
-        task = asyncio.create_task(feed.run())
+        intake = detector.attach(FakeSource("cam", 10_000), [ListSink()], "drop_oldest")
+        task = asyncio.create_task(intake.run())
         await asyncio.sleep(0.3)
-        await feed.stop(drain=False)
+        await intake.stop(drain=False)
         with pytest.raises(asyncio.CancelledError):
             await task
         await detector.detach("cam")
@@ -160,7 +160,7 @@ class _Dying(FakeBackend):
 
 
 def _detector(metrics, backend, *, reopen=None, budget=None, states=None) -> SharedDetector:
-    from pipelines.restarts import RestartBudget
+    from pipelines.shared.restarts import RestartBudget
 
     return SharedDetector(
         "fake@cpu", host_backends(lambda s: FakeDecoder(0.001), backend, FAKE_SPEC), FAKE_SPEC,
@@ -178,8 +178,8 @@ def test_a_failed_detector_is_rebuilt_and_its_streams_go_on_with_every_frame_cou
     sinks = {s: ListSink() for s in "ab"}
 
     async def stream(sid: str) -> None:
-        feed = detector.attach(FakeSource(sid, 60), [sinks[sid]], "block")
-        await feed.run()
+        intake = detector.attach(FakeSource(sid, 60), [sinks[sid]], "block")
+        await intake.run()
         await detector.detach(sid)
 
     async def scenario() -> None:
@@ -198,7 +198,7 @@ def test_a_failed_detector_is_rebuilt_and_its_streams_go_on_with_every_frame_cou
 
 
 def test_a_detector_that_keeps_failing_stops_being_rebuilt():
-    from pipelines.restarts import RestartBudget
+    from pipelines.shared.restarts import RestartBudget
 
     metrics = PipelineMetrics()
     states: list[str] = []
@@ -208,11 +208,11 @@ def test_a_detector_that_keeps_failing_stops_being_rebuilt():
 
     async def main() -> None:
         running = asyncio.create_task(detector.run())
-        feed = detector.attach(FakeSource("cam", 10_000), [ListSink()], "block")
-        fed = asyncio.create_task(feed.run())
+        intake = detector.attach(FakeSource("cam", 10_000), [ListSink()], "block")
+        fed = asyncio.create_task(intake.run())
         with pytest.raises(RuntimeError, match="illegal memory access"):
             await asyncio.wait_for(running, 10)
-        await feed.stop(drain=False)
+        await intake.stop(drain=False)
         await asyncio.gather(fed, return_exceptions=True)
         await detector.detach("cam", timeout_s=0.1)
 
@@ -243,8 +243,8 @@ def test_a_frame_the_model_cannot_take_costs_only_its_own_stream():
     sinks = {s: ListSink() for s in ("good", "bad")}
 
     async def stream(sid: str) -> None:
-        feed = detector.attach(FakeSource(sid, 40), [sinks[sid]], "block")
-        await feed.run()
+        intake = detector.attach(FakeSource(sid, 40), [sinks[sid]], "block")
+        await intake.run()
         await detector.detach(sid)
 
     async def scenario() -> None:
@@ -296,8 +296,8 @@ def test_tracked_streams_detecting_every_nth_frame_share_a_detector_with_every_f
     sinks = {s: ListSink() for s in "ab"}
 
     async def stream(sid: str, analytics) -> None:
-        feed = detector.attach(FakeSource(sid, 45), [sinks[sid]], "block", analytics)
-        await feed.run()
+        intake = detector.attach(FakeSource(sid, 45), [sinks[sid]], "block", analytics)
+        await intake.run()
         await detector.detach(sid)
 
     async def scenario() -> None:

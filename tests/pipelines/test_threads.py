@@ -1,4 +1,4 @@
-"""The CPU thread plan: from measured costs, a core is kept for feeding only when it is the
+"""The CPU thread plan: from measured costs, a core is kept for preparing only when it is the
 heavier side; given thread counts always win; the probes measure something real."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from models.data import make_clip
 from models.spec import InputSpec
 from models.zoo import resolve_model
 from pipelines import threads
-from pipelines.threads import StageCosts, measure_feed_ms, measure_infer_ms, plan_threads
+from pipelines.threads import StageCosts, measure_infer_ms, measure_prepare_ms, plan_threads
 
 
 @pytest.mark.parametrize("costs, cores, infer, workers, decode, words", [
     # shapes-yolo FP32 on 720p: both cores to inference, as two one-thread calls
     (StageCosts(16.1, 9.3), 2, 1, 2, 1, "inference-bound, all 2 cores to it, as 2 calls"),
     # its pruned variant: one decoder thread keeps up with one inference thread
-    (StageCosts(3.7, 6.4), 2, 1, 1, 1, "feeding costs as much"),
+    (StageCosts(3.7, 6.4), 2, 1, 1, 1, "preparing costs as much"),
     (StageCosts(3.7, 8.0), 2, 1, 1, 2, "2 decoder threads"),  # decoding over twice inference
     (StageCosts(3.7, 6.4), 8, 7, 1, 8, "7 of 8"),  # 7 inference threads outrun one decoder
     (StageCosts(3.7, 12.8, streams=2), 2, 1, 1, 1, "1 decoder thread per file"),
@@ -49,11 +49,11 @@ def test_probes_time_the_model_and_the_clip(tmp_path: Path) -> None:
     path, spec = resolve_model("shapes-yolo")
     clip = make_clip(tmp_path / "c.mp4", seed=1, frames=10, size=(320, 192))
     infer = measure_infer_ms(path, (3, spec.input.height, spec.input.width))
-    feed = measure_feed_ms(clip, spec.input)
-    assert infer > 0 and feed is not None and feed > 0
+    prepared = measure_prepare_ms(clip, spec.input)
+    assert infer > 0 and prepared is not None and prepared > 0
 
 
-def test_the_feed_probe_leaves_the_decoders_start_up_out(tmp_path: Path, monkeypatch) -> None:
+def test_the_prepare_probe_leaves_the_decoders_start_up_out(tmp_path: Path, monkeypatch) -> None:
     # a first picture that takes 0.4 s (the decoder starting up, exaggerated) is not timed
     class SlowFirst(threads.OpenCVPreprocessor):
         prepared = 0
@@ -66,24 +66,24 @@ def test_the_feed_probe_leaves_the_decoders_start_up_out(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(threads, "OpenCVPreprocessor", SlowFirst)
     clip = make_clip(tmp_path / "c.mp4", seed=1, frames=8, size=(320, 192))
-    feed = measure_feed_ms(clip, InputSpec(width=64, height=64))
+    prepared = measure_prepare_ms(clip, InputSpec(width=64, height=64))
     assert SlowFirst.prepared == 8
-    assert feed is not None and 0 < feed < 40  # 0.4 s over 8 frames would read >= 50 ms
+    assert prepared is not None and 0 < prepared < 40  # 0.4 s over 8 frames would read >= 50 ms
 
 
 @pytest.mark.parametrize(("frames", "timed"), [(1, False), (2, True)])
 def test_a_clip_needs_a_second_picture_to_be_timed(tmp_path: Path, frames: int,
                                                    timed: bool) -> None:
     clip = make_clip(tmp_path / "c.mp4", seed=1, frames=frames, size=(320, 192))
-    feed = measure_feed_ms(clip, InputSpec(width=64, height=64))
-    assert (feed is not None and feed > 0) if timed else feed is None
+    prepared = measure_prepare_ms(clip, InputSpec(width=64, height=64))
+    assert (prepared is not None and prepared > 0) if timed else prepared is None
 
 
-def test_an_unreadable_file_has_no_feed_cost(tmp_path: Path) -> None:
+def test_an_unreadable_file_has_no_prepare_cost(tmp_path: Path) -> None:
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"\0" * 100)
     spec = InputSpec(width=64, height=64)
-    assert measure_feed_ms(junk, spec) is None
+    assert measure_prepare_ms(junk, spec) is None
 
 
 def test_a_probe_that_cannot_run_the_model_leaves_the_error_to_the_model_check(

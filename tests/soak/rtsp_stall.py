@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from app.config import ServiceConfig, StreamConfig  # noqa: E402
-from app.service import Service  # noqa: E402
+from app.service.config import ServiceConfig, StreamConfig  # noqa: E402
+from app.service.service import Service  # noqa: E402
 from pipelines.metrics import PipelineMetrics  # noqa: E402
 from tests.rtsp_fixtures import RtspServers  # noqa: E402
 

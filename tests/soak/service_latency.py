@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
-from app.config import ServiceConfig, StreamConfig  # noqa: E402
-from app.service import Service  # noqa: E402
+from app.service.config import ServiceConfig, StreamConfig  # noqa: E402
+from app.service.service import Service  # noqa: E402
 from pipelines.metrics import PipelineMetrics  # noqa: E402
 
 CLIP = Path(__file__).resolve().parents[2] / "build/demo/clip-camera.mp4"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from models.runtime.base import TensorInfo
+from models.backends.base import TensorInfo
 from models.spec import InputSpec, ModelSpec, OutputSpec
 from pipelines.frame import DecodedPicture
 

@@ -1,5 +1,5 @@
 """``vidpipe model check``: the pipeline's model input and detections against the reference
-path's (``app.model_check``), printed as a table; ``--json`` prints the figures as its last
+path's (``app.recipes.check``), printed as a table; ``--json`` prints the figures as its last
 line. Exits 1 when fewer frames agree than ``--min-agreement``, 2 on bad input."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.table import Table
 from app.cli.console import console, fail, failing_cleanly, styled
 from app.cli.options import DEFAULTS, BatchOpt, RuntimeOpt
 from app.cli.progress import RunProgress
-from app.model_check import DEFAULT_FRAMES, check_model
+from app.recipes.check import DEFAULT_FRAMES, check_model
 from models.zoo import resolve_model
 from pipelines.options import PipelineOptions
 from pipelines.postprocess.agreement import MATCH_IOU, MATCH_SCORE

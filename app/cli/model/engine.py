@@ -32,8 +32,8 @@ def build_engine(
     """Build (or reuse from the cache) a TensorRT engine for MODEL. Needs a CUDA GPU and the
     tensorrt package; an engine whose model, GPU, TensorRT, batch or precision changed is
     rebuilt, never reused."""
+    from models.backends.device import DeviceUnavailable
     from models.engine import PRECISIONS, ensure_engine, record_path
-    from models.runtime.device import DeviceUnavailable
 
     if precision not in PRECISIONS:
         fail(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -59,7 +59,7 @@ def build_engine(
 def _tensorrt_qdq(model_path: Path, spec: Any, calib: Path | None) -> Path:
     """The symmetric INT8 QDQ model TensorRT builds from: MODEL itself when it is one, else
     quantized from the FP32 MODEL on --calib frames (``models.quantize``, target tensorrt)."""
-    from app.model_optimize import CalibrationError, calibration_frames
+    from app.recipes.optimize import CalibrationError, calibration_frames
     from models.quantize import qdq_activations, quantize_model
 
     kind = qdq_activations(model_path)

@@ -15,15 +15,15 @@ from rich.table import Table
 from app.cli.console import console, failing_cleanly
 from app.cli.options import DEFAULTS, BatchOpt
 from app.cli.progress import RunProgress
-from app.model_eval import LabelsError, reference_truth, score_against, score_clips
-from app.track_eval import METRICS, score_tracking
+from app.recipes.evaluate import LabelsError, reference_truth, score_against, score_clips
+from app.recipes.track_eval import METRICS, score_tracking
 from models.data import boxes_path
 from models.zoo import resolve_model
 from pipelines.analytics.config import from_flags
 from pipelines.options import PipelineOptions
 
 if TYPE_CHECKING:
-    from app.model_eval import ClipScores
+    from app.recipes.evaluate import ClipScores
     from models.evaluate import Accuracy
 
 

@@ -55,7 +55,7 @@ def _ratios(text: str) -> list[float]:
 
 def _scorer(spec: Any, model_path: Path, videos: list[Path] | None, fallback: Path | None,
             out: Path) -> Any:
-    from app.model_optimize import Scorer
+    from app.recipes.optimize import Scorer
 
     clips = list(videos or [])
     if not clips:
@@ -109,7 +109,7 @@ def _prune_one(model_path: Path, network: Any, ratio: float, prune_steps: int | 
                            teacher=network)
         except ValueError as e:
             fail(str(e))
-    from app.model_optimize import export_pruned
+    from app.recipes.optimize import export_pruned
 
     path = export_pruned(result.model, model_path.parent, ratio)
     save_pruned(result, path.with_suffix(".pt"))
@@ -188,7 +188,7 @@ def quantize(
     """INT8 QDQ quantization for ONNX Runtime (per-channel symmetric weights, UINT8
     activations; the first conv and the output head stay float): tries each calibration
     method, scores each on the clips, keeps the most accurate as MODEL.int8.onnx."""
-    from app.model_optimize import calibration_frames, quantize_best
+    from app.recipes.optimize import calibration_frames, quantize_best
     from models.quantize import METHODS
 
     methods = list(METHODS) if method == "all" else [method]
@@ -227,7 +227,7 @@ def optimize(
     """Prune -> fine-tune -> quantize -> evaluate in one command; prints params, GFLOPs, ONNX
     Runtime latency, mAP and the loss against FP32 for every variant, and refuses any that
     loses more than --max-loss points."""
-    from app.model_optimize import calibration_frames, optimise_variants
+    from app.recipes.optimize import calibration_frames, optimise_variants
 
     ratios = _ratios(ratio)
     _allocation_checked(allocation)

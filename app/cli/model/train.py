@@ -59,7 +59,7 @@ def train(
 
 def _train_and_score(config: TrainConfig, out: Path, name: str, eval_clips: int,
                      eval_frames: int, eval_seed: int) -> None:
-    from app.model_train import TrainRun
+    from app.recipes.train import TrainRun
 
     run = TrainRun(config, out, name, console)
     with train_progress(console) as progress:

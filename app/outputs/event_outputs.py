@@ -1,0 +1,89 @@
+"""The event outputs of a run or of the service, opened together and closed together: a file
+(always), MQTT and webhooks where configured, and the dead-letter file behind them."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from ipaddress import IPv4Network, IPv6Network
+
+from app.errors import SourceRejected
+from app.hosts import check_camera_host
+from app.outputs.config import EventsConfig
+from app.outputs.mqtt import MqttEvents
+from app.outputs.webhook import WebhookEvents, check_webhook_url
+from pipelines.errors import ConfigError
+from pipelines.events.files import DeadLetters
+from pipelines.events.sink import EventOutput
+from pipelines.metrics import PipelineMetrics
+
+log = logging.getLogger(__name__)
+
+SECRET_VARIABLE = "VIDPIPE_WEBHOOK_SECRET"
+
+
+def close_in_turn(*steps: Callable[[], object] | None) -> None:
+    """Run each closing step whatever the ones before it did (the network sinks deliver
+    what they hold even if writing a medium failed); the first error is raised at the end."""
+    error: BaseException | None = None
+    for step in steps:
+        if step is None:
+            continue
+        try:
+            step()
+        except BaseException as e:  # noqa: BLE001 -- kept, raised once every step ran
+            error = error or e
+    if error is not None:
+        raise error
+
+
+def check_webhooks(urls: Sequence[str],
+                   networks: Sequence[IPv4Network | IPv6Network] | None,
+                   allow_idn: bool) -> None:
+    """Every webhook URL http(s), its host inside ``allowed_networks`` (after DNS, as a
+    camera's), and the secret set; ConfigError naming the first that is not. Blocking
+    (DNS)."""
+    if urls and not os.environ.get(SECRET_VARIABLE):
+        raise ConfigError(f"webhooks need {SECRET_VARIABLE} set (the key their signatures "
+                          "are made with)")
+    for url in urls:
+        check_webhook_url(url)
+        try:
+            check_camera_host(url, networks, allow_idn, what="webhook")
+        except SourceRejected as e:
+            raise ConfigError(str(e)) from None
+
+
+class EventOutputs:
+    def __init__(self, config: EventsConfig, metrics: PipelineMetrics,
+                 first: Sequence[EventOutput] = (), instance: str | None = None) -> None:
+        """``first``: outputs opened by the caller (the events file), published to first;
+        ``instance``: which of several processes of the service this is (a worker)."""
+        self.config = config
+        self.dead_letters = DeadLetters(config.dead_letter_path, metrics)
+        self.outputs: list[EventOutput] = list(first)
+        self._network: list[MqttEvents | WebhookEvents] = []
+        try:
+            if config.mqtt is not None:
+                self._network.append(MqttEvents(config.mqtt, metrics, self.dead_letters,
+                                                queue=config.queue, instance=instance))
+            secret = os.environ.get(SECRET_VARIABLE, "").encode()
+            for n, url in enumerate(config.webhooks, 1):
+                name = "webhook" if len(config.webhooks) == 1 else f"webhook-{n}"
+                self._network.append(WebhookEvents(url, secret, metrics, self.dead_letters,
+                                                   name=name, queue_size=config.queue,
+                                                   retries=config.retries))
+        except BaseException:
+            self.close()
+            raise
+        self.outputs.extend(self._network)
+        for output in self._network:
+            log.info("events to %s: %s", output.name, output.shown)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Each network sink delivers what it holds within ``timeout_s``; the rest goes to
+        the dead-letter file."""
+        for output in self._network:
+            output.close(timeout_s)
+        self._network = []

@@ -1,0 +1,72 @@
+"""A run as the user asked for it (``RunRequest``: sources, model, settings, analytics and
+event flags), checked and started: ``run_request`` is what ``vidpipe run`` and ``vidpipe demo``
+call."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.outputs.config import EventsConfig
+from app.outputs.event_outputs import check_webhooks
+from app.run.runner import RunOutputs, run_files
+from models.zoo import resolve_model
+from pipelines.analytics.config import from_flags
+from pipelines.errors import ConfigError
+from pipelines.events.config import ClipSettings
+from pipelines.options import PipelineOptions
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """A run as the user asked for it: sources, the model (a zoo name, folder or ONNX file,
+    with ``output_format`` and ``classes`` for one without a card), the pipeline's
+    ``settings`` (``PipelineSettings`` keys), and the analytics and event flags."""
+
+    sources: Sequence[str]
+    out: Path = Path("out")
+    model: str | None = None
+    output_format: str | None = None
+    classes: Path | None = None
+    input_size: tuple[int, int] | None = None
+    annotate: bool = False
+    metrics_port: int | None = None
+    live: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+    ffmpeg_resize: bool = False
+    track: str | None = None
+    lines: Sequence[str] = ()
+    zones: Sequence[str] = ()
+    detect_every: int = 1
+    events_mqtt: str | None = None
+    events_webhooks: Sequence[str] = ()
+    snapshots: bool = False
+    clips: bool = False
+
+
+def run_request(request: RunRequest, *,
+                on_progress: Callable[[int, int | None], None] | None = None) -> RunOutputs:
+    """Check ``request`` (options, model, events: ConfigError, ModelError or SourceError
+    naming what is wrong) and run it (``run_files``)."""
+    options = PipelineOptions(**request.settings, ffmpeg_resize=request.ffmpeg_resize,
+                              analytics=from_flags(request.track, list(request.lines),
+                                                   list(request.zones), request.detect_every))
+    model_path, spec = resolve_model(request.model, output_format=request.output_format,
+                                     classes=request.classes, input_size=request.input_size)
+    logging.getLogger("app.run").info("model %s (%s, %d classes) from %s", spec.name,
+                                      spec.output.format, spec.num_classes, model_path)
+    events = EventsConfig(mqtt=request.events_mqtt, webhooks=list(request.events_webhooks),
+                          snapshots=request.snapshots,
+                          clips=ClipSettings() if request.clips else None)
+    if (events.mqtt or events.webhooks or events.snapshots or events.clips) \
+            and options.analytics is None:
+        raise ConfigError("--events-mqtt, --events-webhook, --snapshots and --clips are "
+                          "about tracked objects: add --track (or --line, --zone)")
+    check_webhooks(events.webhooks, None, allow_idn=False)
+    _, _, outputs = run_files(request.sources, model_path, spec, request.out, options,
+                              annotate=request.annotate, metrics_port=request.metrics_port,
+                              live=request.live, on_progress=on_progress, events=events)
+    return outputs

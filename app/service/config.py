@@ -1,0 +1,180 @@
+"""Service configuration: YAML validated by pydantic, with environment overrides.
+
+Every key is checked (``extra="forbid"``), and an error names the key and what it allows. An
+environment variable ``VIDPIPE_<KEY>`` overrides a top-level key (``VIDPIPE_PORT=9000``; lists
+and mappings as JSON: ``VIDPIPE_MEDIA_ROOTS='["/srv/media"]'``). The API token is read only
+from ``VIDPIPE_API_TOKEN``, or from the file ``VIDPIPE_API_TOKEN_FILE`` names (a mounted secret,
+as the compose file does), never from the config, which might be committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, IPvAnyNetwork, ValidationError
+
+from app.outputs.config import EventsConfig
+from models.checked import CheckedBody, Count, describe_error
+from pipelines.analytics.config import (
+    AnalyticsConfig,
+    LineConfig,
+    TrackerKind,
+    TrackerSettings,
+    ZoneConfig,
+)
+from pipelines.errors import ConfigError
+from pipelines.settings import PipelineSettings
+
+STREAM_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class StreamConfig(CheckedBody):
+    """One stream: an RTSP camera, or a file under a media root played as a camera would."""
+
+    url: str = Field(min_length=1, max_length=2048)
+    id: str | None = Field(default=None, pattern=STREAM_ID_PATTERN)
+    model: str | None = None  # default: the service's model
+    policy: Literal["block", "drop_oldest"] | None = None  # default: drop_oldest (live)
+    # analytics, as `vidpipe run`'s flags: a tracker (implied, bytetrack, by lines, zones
+    # and detect_every), counting lines and zones in source pixels, the detection interval
+    track: TrackerKind | TrackerSettings | None = None
+    lines: list[LineConfig] = Field(default_factory=list, max_length=64)
+    zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
+    detect_every: Count = Field(default=1, ge=1, le=30)
+
+    def analytics(self) -> AnalyticsConfig | None:
+        """The stream's analytics (None: detections only); ConfigError when they do not fit
+        together (a name used twice): the schema cannot say it, the service answers 400."""
+        return analytics_config(self.track, self.lines, self.zones, self.detect_every)
+
+
+class AnalyticsUpdate(CheckedBody):
+    """``PUT /api/streams/{id}/analytics``: the stream's lines and zones from now on (a
+    line or zone kept as it was keeps its counts), and a tracker for a stream without one."""
+
+    track: TrackerKind | TrackerSettings | None = None
+    lines: list[LineConfig] = Field(default_factory=list, max_length=64)
+    zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
+
+
+def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[LineConfig],
+                     zones: list[ZoneConfig], detect_every: int = 1) -> AnalyticsConfig | None:
+    if track is None and not lines and not zones and detect_every == 1:
+        return None
+    settings = track if isinstance(track, TrackerSettings) else \
+        TrackerSettings(kind=track or "bytetrack")
+    try:
+        return AnalyticsConfig(track=settings, lines=lines, zones=zones,
+                               detect_every=detect_every)
+    except ValidationError as e:
+        raise ConfigError(describe_error(e)) from None
+
+
+class ServiceConfig(PipelineSettings):
+    """The service's keys, and at the same level every PipelineSettings key (device,
+    batch_size, decode, runtime, ...): the one pipeline configuration the CLI also builds."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    model: str = "ssdlite-person"
+    batch_timeout_ms: float = Field(default=5.0, ge=0)
+    max_streams: int = Field(default=16, ge=1, le=1024)
+    max_body_kb: float = Field(default=64.0, gt=0)  # API request bodies, refused (413) unread
+    # Host headers the API answers (DNS rebinding: a web page must not reach it by a name of
+    # its own); None: localhost and 127.0.0.1, and ``host`` when it names one address
+    allowed_hosts: list[str] | None = None
+    media_roots: list[Path] = Field(default_factory=list)
+    # the networks camera addresses may be in, checked after DNS resolution (None: any)
+    allowed_networks: list[IPvAnyNetwork] | None = None
+    allow_idn_hosts: bool = False  # camera host names outside ASCII (IDN, bidi controls)
+    # where a stream added over the API may name a model by path (zoo names always work)
+    model_roots: list[Path] = Field(default_factory=list)
+    stall_timeout_s: float = Field(default=5.0, gt=0)
+    snapshot_interval_s: float = Field(default=0.5, gt=0)
+    results_dir: Path | None = Path("results")  # <results_dir>/<stream>/detections.jsonl
+    results_rotate_mb: float = Field(default=64.0, gt=0)
+    streams: list[StreamConfig] = Field(default_factory=list)
+    # where the tracked streams' events go (each stream's events.jsonl always; MQTT and
+    # webhooks where set), the objects' snapshots and clips
+    events: EventsConfig = Field(default_factory=EventsConfig)
+    # scale-out on Ray (pip install vidpipe[ray]): ``workers`` processes on this machine, or
+    # the workers of the cluster at ``ray_address`` (one per GPU, else per
+    # ``cores_per_worker`` CPUs); neither: this process runs every stream
+    workers: int | None = Field(default=None, ge=1, le=256)
+    ray_address: str | None = None
+    cores_per_worker: int = Field(default=2, ge=1)
+    heartbeat_s: float = Field(default=1.0, gt=0)  # a worker missing 3 in a row is hung
+    api_token: str | None = Field(default=None, exclude=True, repr=False)
+
+
+def answered_hosts(config: ServiceConfig) -> list[str]:
+    """The Host header values the API answers: ``allowed_hosts``, else the loopback names and
+    the address the service listens on when it is one (not 0.0.0.0 or ::)."""
+    if config.allowed_hosts is not None:
+        return list(config.allowed_hosts)
+    hosts = ["localhost", "127.0.0.1"]
+    if config.host not in ("0.0.0.0", "::", "", *hosts):
+        hosts.append(config.host)
+    return hosts
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for key in ServiceConfig.model_fields:
+        value = environ.get(f"VIDPIPE_{key.upper()}")
+        if value is None or key == "api_token":
+            continue
+        try:
+            overrides[key] = json.loads(value) if value[:1] in "[{" else value
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"VIDPIPE_{key.upper()}: not valid JSON ({e.msg})") from e
+    return overrides
+
+
+def _api_token(environ: dict[str, str]) -> str | None:
+    """``VIDPIPE_API_TOKEN``, or the content of the file ``VIDPIPE_API_TOKEN_FILE`` names
+    (surrounding whitespace removed). A secret file keeps the token out of the environment,
+    which ``docker inspect`` shows; setting both is refused rather than one silently winning."""
+    token = environ.get("VIDPIPE_API_TOKEN") or None
+    path = environ.get("VIDPIPE_API_TOKEN_FILE") or None
+    if path is None:
+        return token
+    if token is not None:
+        raise ConfigError("VIDPIPE_API_TOKEN and VIDPIPE_API_TOKEN_FILE are both set: set one")
+    try:
+        text = Path(path).read_text().strip()
+    except OSError as e:
+        raise ConfigError(f"VIDPIPE_API_TOKEN_FILE: cannot read {path} ({e.strerror})") from e
+    if not text:
+        raise ConfigError(f"VIDPIPE_API_TOKEN_FILE: {path} is empty")
+    return text
+
+
+def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> ServiceConfig:
+    """The service config from ``path`` (optional) and the environment."""
+    environ = dict(os.environ) if environ is None else environ
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read ({e.strerror})") from e
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML ({e})") from e
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: must be a mapping of keys, got {type(loaded).__name__}")
+        data = loaded or {}
+        if "api_token" in data:
+            raise ConfigError(f"{path}: api_token is read only from the environment "
+                              "(VIDPIPE_API_TOKEN or VIDPIPE_API_TOKEN_FILE), so that it is "
+                              "never in a config that might be committed")
+    data |= _env_overrides(environ)
+    data["api_token"] = _api_token(environ)
+    try:
+        return ServiceConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(describe_error(e, str(path or "environment"))) from e

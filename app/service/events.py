@@ -1,0 +1,100 @@
+"""The service's events: one set of outputs for every stream (each stream's
+``<results_dir>/<id>/events.jsonl``, MQTT and webhooks from the ``events:`` block, the recent
+events the API and the dashboard show), one media writer for the objects' snapshots and clips
+(served as ``/api/events/{id}/snapshot.jpg`` and ``/clip.mp4``), and an EventSink per stream.
+
+Made when the service starts and closed after its streams have drained: the live objects
+have ended by then, their media are written and their ``end`` published, and each network
+sink delivers what it holds (or dead-letters it) before the service exits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from app.outputs.event_outputs import EventOutputs, close_in_turn
+from app.service.config import ServiceConfig
+from models.spec import ModelSpec
+from pipelines.events.files import EventFiles
+from pipelines.events.media import MediaStore
+from pipelines.events.ring import PacketRing
+from pipelines.events.sink import EventOutput, EventSink, MediaWriter
+from pipelines.metrics import PipelineMetrics
+
+MB = 1024 * 1024
+RECENT = 200
+
+
+def api_path(kind: str, event_id: str, stream: str) -> str:
+    """Where the service serves an event's media."""
+    return {"clip": f"/api/events/{event_id}/clip.mp4",
+            "snapshot": f"/api/events/{event_id}/snapshot.jpg",
+            "clean": f"/api/events/{event_id}/snapshot.jpg?clean=true"}[kind]
+
+
+class RecentEvents:
+    """The last RECENT events, newest last, and each one handed to ``on_event`` (the API's
+    event feed; called on the publishing thread)."""
+
+    name = "recent"
+
+    def __init__(self, on_event: Callable[[dict[str, Any]], None]) -> None:
+        self._events: deque[dict[str, Any]] = deque(maxlen=RECENT)
+        self._lock = threading.Lock()
+        self._on_event = on_event
+
+    def publish(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self._events.append(event)
+        self._on_event(event)
+
+    def publish_state(self, stream: str, state: dict[str, Any]) -> None:
+        """The API reads a stream's counts from its analytics."""
+
+    def latest(self, limit: int, stream: str | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit`` events (of ``stream``), newest first."""
+        with self._lock:
+            events = [e for e in self._events if stream is None or e["stream"] == stream]
+        return events[::-1][:limit]
+
+
+class ServiceEvents:
+    def __init__(self, config: ServiceConfig, metrics: PipelineMetrics,
+                 on_event: Callable[[dict[str, Any]], None],
+                 instance: str | None = None) -> None:
+        self.settings = config.events
+        self.metrics = metrics
+        self.recent = RecentEvents(on_event)
+        first: list[EventOutput] = [self.recent]
+        self.files: EventFiles | None = None
+        if config.results_dir is not None:
+            self.files = EventFiles(config.results_dir, int(config.results_rotate_mb * MB),
+                                    metrics)
+            first.insert(0, self.files)
+        self.outputs = EventOutputs(config.events, metrics, first, instance)
+        self.store = MediaStore(config.events.media_dir, config.events.retain_hours,
+                                config.events.retain_mb)
+        self.media = MediaWriter(self.store, config.events.clips, api_path) \
+            if config.events.snapshots or config.events.clips is not None else None
+
+    def ring(self) -> PacketRing | None:
+        """A packet ring for a new stream's clips (None: clips are off)."""
+        clips = self.settings.clips
+        return None if clips is None else PacketRing(clips.buffer_s,
+                                                     int(clips.buffer_mb * MB))
+
+    def sink(self, stream: str, spec: ModelSpec, fps_of: Callable[[str], float],
+             lost_s_of: Callable[[str], float], ring: PacketRing | None) -> EventSink:
+        """A stream's EventSink: it makes events once the stream has a tracker (which may
+        come later, over the API: ``lost_s_of`` is read then)."""
+        return EventSink(spec, self.settings, self.outputs.outputs, fps_of=fps_of,
+                         end_s_of=lost_s_of, rings={stream: ring} if ring is not None else {},
+                         media=self.media, metrics=self.metrics)
+
+    def close(self) -> None:
+        """After the streams: their objects' media, then the sinks' deliveries."""
+        close_in_turn(self.media.close if self.media is not None else None,
+                      self.outputs.close, self.files.close if self.files is not None else None)

@@ -1,0 +1,151 @@
+"""What the API answers, as pydantic models: the OpenAPI document describes every answer,
+and an answer that drifts from its model fails in the service's tests, not in a client.
+
+Names and keys are the API's contract (the dashboard, the cluster's controller and users'
+scripts read them); ``extra="forbid"`` keeps a field the model does not declare from being
+served unseen.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.analytics.config import LineConfig, ZoneConfig
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Quantiles(_Answer):
+    """Milliseconds; null where there were no samples."""
+
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class ZoneCounts(_Answer):
+    occupancy: int
+    entered: int
+    exited: int
+    loitering: int
+    crowds: int
+    max_occupancy: int
+    crowded: bool
+    dwell_s: dict[str, float] = Field(default_factory=dict,
+                                      description="each track inside: its dwell so far")
+
+
+class Counts(_Answer):
+    lines: dict[str, dict[str, int]] = Field(description="per line: its in and out counts")
+    zones: dict[str, ZoneCounts]
+
+
+class StreamAnalytics(_Answer):
+    track: str
+    detect_every: int
+    lines: list[LineConfig]
+    zones: list[ZoneConfig]
+    counts: Counts
+
+
+class Stream(_Answer):
+    """A stream as the API shows it: never its credentials."""
+
+    id: str
+    url: str = Field(description="the URL without its password")
+    kind: Literal["rtsp", "file"] | None = None
+    model: str | None = None
+    policy: str | None = None
+    state: str = Field(description="connecting, up, reconnecting, restarting, stopped, failed "
+                                   "(moving: between two workers)")
+    reconnects: int = 0
+    error: str | None = None
+    created_at: float | None = Field(default=None, description="Unix time")
+    analytics: StreamAnalytics | None = None
+    worker: str | None = Field(default=None, description="the process that runs it")
+
+
+class StreamFigures(Stream):
+    fps: float
+    latency_ms: Quantiles
+    outcomes: dict[str, int]
+    received: int
+
+
+class StageFigures(_Answer):
+    stage: str
+    threads: int
+    items: int
+    busy: float = Field(description="work time / wall time per thread, 0..1")
+    work_ms: Quantiles
+    wait_ms: Quantiles
+
+
+class ChannelFigures(_Answer):
+    name: str
+    depth: int
+    capacity: int
+    worker: str | None = None
+
+
+class DetectorFigures(_Answer):
+    model: str
+    device: str
+    streams: list[str]
+    batches: dict[str, int] = Field(description="batches inferred, by size")
+    fps: float
+    state: str
+    restarts: int
+    worker: str | None = None
+
+
+class GpuFigures(_Answer):
+    gpu: int
+    utilization: float
+    decoder_utilization: float
+    memory_used_bytes: int
+    worker: str | None = None
+
+
+class Stats(_Answer):
+    window_s: float
+    stages: list[StageFigures]
+    channels: list[ChannelFigures]
+    streams: list[StreamFigures]
+    drops: dict[str, int]
+    batch_sizes: dict[str, int]
+    detectors: list[DetectorFigures]
+    gpus: list[GpuFigures] | None = None
+
+
+class Worker(_Answer):
+    id: str
+    pid: int | None
+    node: str | None
+    streams: list[str]
+    fps: float
+    alive: bool
+    joining: bool = False
+
+
+class RecentEvents(_Answer):
+    events: list[dict[str, Any]] = Field(description="vidpipe.event/1 events, newest first "
+                                                     "(docs/events.schema.json)")
+
+
+class Health(_Answer):
+    status: Literal["ok"]
+
+
+class Readiness(_Answer):
+    ready: bool
+
+
+class Problem(_Answer):
+    """Every refusal: what was wrong (a string, or the fields of a malformed body)."""
+
+    detail: Any

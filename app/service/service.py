@@ -1,0 +1,309 @@
+"""The service: streams that share one detector per (model, device), and their lifetimes.
+
+Streams are added and removed while others run. Every stream that uses a model on a device
+feeds the same ``SharedDetector`` (``app.service.detectors``): the model is loaded once, and
+the frames of all its streams are batched together, each stream with its own queue and drop
+policy. Each stream's intake (its source and decoder) is its own failure domain: a stream
+whose source dies is marked ``failed`` and the others go on. All share one metrics registry,
+which ``/metrics`` serves, and one event feed, which ``/api/events`` serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.errors import SourceRejected, StreamExists, StreamLimit, TrackerFixed, UnknownStream
+from app.hosts import check_camera_host
+from app.outputs.event_outputs import check_webhooks
+from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig, analytics_config
+from app.service.detectors import Detectors
+from app.service.event_feed import EventFeed
+from app.service.events import ServiceEvents
+from app.service.results import StreamOutputs
+from app.service.streams import StreamState, admit, check_stream_model, resolve_source
+from models.zoo import resolve_model
+from pipelines.analytics.config import TrackerSettings
+from pipelines.analytics.stream import StreamAnalytics
+from pipelines.events.ring import PacketRing, RecordingSource
+from pipelines.gpu_metrics import GpuSampler, gpu_sampler_for
+from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
+from pipelines.shared.detector import SharedDetector
+from pipelines.sources.media import MEDIA_FORMATS
+from pipelines.sources.paced import PacedFileSource
+from pipelines.sources.url import redact, redact_text
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    def __init__(self, config: ServiceConfig, metrics: PipelineMetrics,
+                 instance: str | None = None) -> None:
+        """``instance``: this process's name among several of one service (a cluster's
+        worker); its event outputs say which they are."""
+        self.config = config
+        self.metrics = metrics
+        self.streams: dict[str, StreamState] = {}
+        self.feed = EventFeed()  # the API's event feed
+        self._ids = itertools.count(1)
+        self.ready = False
+        self.detectors = Detectors(PipelineOptions.from_settings(config, capacity=2), metrics,
+                                   on_failure=self._detector_failed,
+                                   on_state=self._detector_state)
+        self.events: ServiceEvents | None = None
+        self.gpu: GpuSampler | None = None  # NVML's gauges of the service's GPU
+        self.instance = instance
+
+    async def start(self) -> None:
+        """Open the event outputs, start the streams the config declares; a stream that
+        fails to start is logged, not fatal (an event output that cannot open is)."""
+        await asyncio.to_thread(check_webhooks, self.config.events.webhooks,
+                                self.config.allowed_networks, self.config.allow_idn_hosts)
+        self.gpu = await asyncio.to_thread(gpu_sampler_for, self.config.device,
+                                           self.metrics.registry)
+        loop = asyncio.get_running_loop()
+
+        def on_event(event: dict[str, Any]) -> None:  # from the sink and media threads
+            loop.call_soon_threadsafe(self.feed.emit, {"type": "event", "event": event})
+
+        self.events = await asyncio.to_thread(ServiceEvents, self.config, self.metrics,
+                                              on_event, self.instance)
+        for stream in self.config.streams:
+            try:
+                await self.add_stream(stream)
+            except (SourceRejected, StreamLimit, StreamExists, ValueError) as e:
+                log.error("stream %s from the config not started: %s", redact(stream.url), e)
+        self.ready = True
+
+    def stream(self, stream_id: str) -> StreamState:
+        """The stream of ``stream_id``; UnknownStream (404) where there is none."""
+        found = self.streams.get(stream_id)
+        if found is None:
+            raise UnknownStream(f"no stream {stream_id!r}")
+        return found
+
+    async def add_stream(self, cfg: StreamConfig) -> StreamState:
+        kind, target = resolve_source(cfg.url, self.config.media_roots)
+        if kind == "rtsp":
+            await asyncio.to_thread(check_camera_host, target, self.config.allowed_networks,
+                                    self.config.allow_idn_hosts)
+        stream_id = admit(cfg.id, self.streams, self.config.max_streams, self._ids)
+        model = (self.config.model if cfg.model is None
+                 else check_stream_model(cfg.model, self.config.model_roots))
+        analytics_config = cfg.analytics()
+        model_path, spec = resolve_model(model)
+        stream = StreamState(stream_id, redact(cfg.url), kind, model,
+                             cfg.policy or "drop_oldest",
+                             StreamOutputs.open(stream_id, spec, self.config))
+        ring = self._events_for(stream, spec, tracked=analytics_config is not None)
+        self.streams[stream_id] = stream
+        try:
+            await self._attach(stream, model, model_path, spec, target, ring, analytics_config)
+        except Exception:
+            del self.streams[stream_id]
+            stream.outputs.close()
+            if stream.detector is not None:
+                await self.detectors.unload_if_idle(stream.detector)
+            raise
+        stream.task = asyncio.create_task(self._run(stream), name=f"stream-{stream_id}")
+        self.feed.emit({"type": "stream", "stream": stream.shown()})
+        log.info("stream %s added: %s (%s)", stream_id, stream.url, kind)
+        return stream
+
+    async def _attach(self, stream: StreamState, model: str, model_path: Any, spec: Any,
+                      target: str, ring: PacketRing | None, analytics: Any) -> None:
+        """The stream's source opened and its intake attached to its model's detector."""
+        async with self.detectors.lock:
+            stream.detector = await self.detectors.get(model, model_path, spec)
+            source = await asyncio.to_thread(self._opener(stream, ring), target, stream.id)
+            if analytics is not None:
+                stream.analytics = StreamAnalytics(stream.id, analytics, spec,
+                                                   float(getattr(source, "fps", 0) or 30.0),
+                                                   self.metrics)
+            stream.pipeline = stream.detector.attach(source, stream.outputs.sinks,
+                                                     stream.policy, stream.analytics)
+
+    async def _detector_failed(self, detector: SharedDetector, error: str) -> None:
+        """A detector's budget of restarts is spent: its streams stop, failed, and say why."""
+        for stream in list(self.streams.values()):
+            if stream.detector is detector and stream.pipeline is not None:
+                stream.error = f"detector {detector.name} failed: {error}"
+                await stream.pipeline.stop(drain=False)
+
+    def _events_for(self, stream: StreamState, spec: Any, tracked: bool) -> PacketRing | None:
+        """The stream's EventSink among its outputs; its packet ring where clips are on and
+        the stream is tracked from the start (one given a tracker later has no clips)."""
+        assert self.events is not None, "the service has not started"
+        ring = self.events.ring() if tracked else None
+
+        def lost_s(_: str) -> float:
+            track = stream.analytics.config.track if stream.analytics is not None else None
+            return (track.lost_frames if track is not None else 30) / 30.0
+
+        stream.outputs.events = self.events.sink(
+            stream.id, spec, lambda _: float(getattr(stream.source, "fps", 0) or 30.0),
+            lost_s, ring)
+        return ring
+
+    def _opener(self, stream: StreamState,
+                ring: PacketRing | None = None) -> Callable[[Any, str], Any]:
+        # A source reports from its decode thread; the service's state lives on the loop.
+        loop = asyncio.get_running_loop()
+
+        def on_state(state: str) -> None:
+            loop.call_soon_threadsafe(self._set_state, stream, state)
+
+        def on_reconnect() -> None:
+            loop.call_soon_threadsafe(self._count_reconnect, stream)
+
+        def open_source(location: Any, sid: str) -> Any:
+            if stream.kind == "file":
+                stream.source = PacedFileSource(location, sid, loop=True,
+                                                formats=MEDIA_FORMATS)
+            else:
+                from pipelines.sources.rtsp import RtspSource
+
+                stream.source = RtspSource(location, sid,
+                                           stall_timeout_s=self.config.stall_timeout_s,
+                                           on_state=on_state, on_reconnect=on_reconnect)
+            if ring is not None:  # its packets kept for clips
+                stream.source = RecordingSource(stream.source, ring)
+            return stream.source
+
+        return open_source
+
+    def _count_reconnect(self, stream: StreamState) -> None:
+        stream.reconnects += 1
+        self.metrics.count_reconnect(stream.id)
+
+    def _set_state(self, stream: StreamState, state: str) -> None:
+        stream.source_state = state
+        self._show_state(stream)
+
+    def _show_state(self, stream: StreamState) -> None:
+        shown = stream.source_state
+        if stream.detector_restarting and shown == "up":
+            shown = "restarting"
+        stream.state = shown
+        self.metrics.set_stream_up(stream.id, shown == "up")
+        self.feed.emit({"type": "stream", "stream": stream.shown()})
+
+    def _detector_state(self, detector: SharedDetector, state: str, error: str | None) -> None:
+        """A detector is being rebuilt (``restarting``) or is back (``up``): its streams show
+        it, with the error that made it restart."""
+        for stream in self.streams.values():
+            if stream.detector is detector:
+                stream.detector_restarting = state == "restarting"
+                if state == "restarting":  # "failed": _detector_failed says why
+                    stream.error = f"detector {detector.name} restarting after: {error}"
+                elif state == "up":
+                    stream.error = None
+                self._show_state(stream)
+
+    async def _run(self, stream: StreamState) -> None:
+        assert stream.pipeline is not None and stream.detector is not None
+        if stream.kind == "file":
+            self._set_state(stream, "up")
+        try:
+            await stream.pipeline.run()
+            self._set_state(stream, self._end_state(stream))
+        except asyncio.CancelledError:
+            self._set_state(stream, self._end_state(stream))
+            raise
+        except BaseException as e:  # a failed stream must not take the service down
+            stream.error = redact_text(str(e.exceptions[0] if isinstance(e, BaseExceptionGroup)
+                                           else e))
+            log.error("stream %s failed: %s", stream.id, stream.error)
+            self._set_state(stream, "failed")
+        finally:  # what the intake put in is finished (or counted) before the stream goes,
+            # and its outputs close after that, even if this task is cancelled meanwhile
+            detach = asyncio.ensure_future(stream.detector.detach(stream.id))
+            detach.add_done_callback(lambda _: stream.outputs.close())
+            await asyncio.shield(detach)
+
+    @staticmethod
+    def _end_state(stream: StreamState) -> str:
+        return "failed" if stream.error and not stream.detector_restarting else "stopped"
+
+    def set_analytics(self, stream_id: str, update: AnalyticsUpdate) -> StreamState:
+        """A stream's lines and zones from now on (and a tracker, for a stream without one);
+        its tracker and detection interval are its own while it runs."""
+        stream = self.stream(stream_id)
+        current = stream.analytics
+        if current is None:
+            config = analytics_config(update.track, update.lines, update.zones)
+            if config is None:
+                return stream
+            fps = float(getattr(stream.source, "fps", 0) or 30.0)
+            stream.analytics = StreamAnalytics(stream_id, config, stream.detector.spec, fps,
+                                               self.metrics)
+            stream.detector.analytics[stream_id] = stream.analytics
+        else:
+            kind = update.track.kind if isinstance(update.track, TrackerSettings) \
+                else update.track
+            if kind is not None and kind != current.config.track.kind:
+                raise TrackerFixed(f"stream {stream_id!r} tracks with "
+                                   f"{current.config.track.kind}: a running stream's tracker "
+                                   "stays (remove and add the stream to change it)")
+            config = analytics_config(current.config.track, update.lines, update.zones,
+                                      current.config.detect_every)
+            if config is not None:
+                current.reconfigure(config)
+        self.feed.emit({"type": "stream", "stream": stream.shown()})
+        log.info("stream %s: %d line(s), %d zone(s)", stream_id, len(update.lines),
+                 len(update.zones))
+        return stream
+
+    async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> dict[str, Any]:
+        """Drain and remove the stream; its final frame counts (``received``,
+        ``outcomes``)."""
+        stream = self.stream(stream_id)
+        del self.streams[stream_id]
+        await self._stop(stream, timeout_s)
+        self.feed.emit({"type": "removed", "stream": stream.shown()})
+        log.info("stream %s removed", stream_id)
+        return {"received": self.metrics.received[stream_id],
+                "outcomes": dict(self.metrics.outcomes[stream_id])}
+
+    async def _stop(self, stream: StreamState, timeout_s: float) -> None:
+        if stream.pipeline is not None:
+            await stream.pipeline.stop(drain=True)  # closes the source: a waiting read ends
+        if stream.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(stream.task), timeout_s)
+            except TimeoutError:
+                log.warning("stream %s did not drain in %.0f s; cancelling", stream.id,
+                            timeout_s)
+                assert stream.pipeline is not None
+                await stream.pipeline.stop(drain=False)
+                await asyncio.gather(stream.task, return_exceptions=True)
+        self.metrics.forget_stream(stream.id)
+        if stream.detector is not None:
+            await self.detectors.unload_if_idle(stream.detector)
+
+    async def aclose(self, timeout_s: float = 8.0) -> None:
+        """Drain every stream at once, within ``timeout_s`` in all."""
+        self.ready = False
+        streams = list(self.streams.values())
+        self.streams.clear()
+        start = time.monotonic()
+        await asyncio.gather(*(self._stop(stream, timeout_s) for stream in streams),
+                             return_exceptions=True)
+        await self.detectors.aclose()
+        if self.events is not None:
+            await asyncio.to_thread(self.events.close)
+        if self.gpu is not None:
+            self.gpu.close()
+        log.info("drained %d stream(s) in %.2f s", len(streams), time.monotonic() - start)
+
+    async def __aenter__(self) -> Service:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

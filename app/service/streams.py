@@ -1,0 +1,131 @@
+"""What the service knows about one stream (``StreamState``), which sources it accepts, and
+which ids it gives streams (``admit``: the same rules in one process and on a cluster).
+
+A stream's URL is checked before anything opens it: ``rtsp://`` or ``rtsps://`` cameras, or
+files under a configured media root (played in a loop at their frame rate, as a camera would).
+Anything else is refused with the reason. The URL kept for display has its password removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from app.errors import SourceRejected, StreamExists, StreamLimit
+from app.service.results import StreamOutputs
+from app.service.schemas import Stream
+from app.service.schemas import StreamAnalytics as StreamAnalyticsView
+from models.zoo import zoo_names
+from pipelines.pipeline import Pipeline
+from pipelines.sources.url import redact, validate_rtsp_url
+
+SourceKind = Literal["rtsp", "file"]
+STATES = ("connecting", "up", "reconnecting", "restarting", "stopped", "failed")
+# restarting: the source is up, and the detector it feeds is being rebuilt after a failure
+
+
+def resolve_source(url: str, media_roots: list[Path]) -> tuple[SourceKind, str]:
+    """``("rtsp", url)`` or ``("file", absolute path)``, or SourceRejected (a ConfigError for a
+    malformed camera URL). Every message shows the URL redacted."""
+    shown = redact(url)
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise SourceRejected(f"{shown!r} holds a control character (NUL, newline, ...)")
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a broken IPv6 literal, and the like
+        raise SourceRejected(f"{shown}: malformed URL; expected rtsp://[user:password@]host"
+                             "[:port]/path or a file path under a media root") from None
+    scheme = parts.scheme.lower() if "://" in url else ""
+    if scheme in ("rtsp", "rtsps"):
+        if not parts.hostname:
+            raise SourceRejected(f"{shown}: an RTSP URL needs a host")
+        return "rtsp", validate_rtsp_url(url)
+    if scheme not in ("", "file"):
+        raise SourceRejected(f"scheme {scheme!r} is not allowed: use rtsp://, rtsps:// or a "
+                             "file path under a media root")
+    path = Path(parts.path if scheme == "file" else url)
+    if not media_roots:
+        raise SourceRejected("file sources are disabled: no media_roots are configured")
+    resolved = path.resolve()
+    for root in media_roots:
+        if resolved.is_relative_to(root.resolve()):
+            if not resolved.is_file():
+                raise SourceRejected(f"{redact(str(resolved))}: no such file under the media "
+                                     "roots")
+            return "file", str(resolved)
+    raise SourceRejected(f"{shown} is outside the media roots "
+                         f"({', '.join(str(r) for r in media_roots)})")
+
+
+def check_stream_model(name: str, model_roots: list[Path]) -> str:
+    """``name`` if a stream may use it: a zoo model, or a path under a configured model root.
+    Anything else gets one answer, whether or not it exists (no file-existence oracle)."""
+    if "/" not in name and not name.endswith(".onnx") and name in zoo_names():
+        return name
+    if any(ord(c) < 32 for c in name):
+        raise SourceRejected(f"model {redact(name)!r} holds a control character")
+    resolved = Path(name).resolve()
+    if any(resolved.is_relative_to(root.resolve()) for root in model_roots):
+        return str(resolved)
+    roots = ", ".join(str(r) for r in model_roots) or "none configured"
+    zoo = ", ".join(zoo_names())
+    raise SourceRejected(f"model {redact(name)!r} is neither a zoo model ({zoo}) nor under a "
+                         f"model root ({roots})")
+
+
+def admit(requested: str | None, running: Collection[str], max_streams: int,
+          new_ids: Iterator[int]) -> str:
+    """The id a new stream runs under: ``requested``, else the next free ``stream-N``;
+    StreamLimit when ``max_streams`` run already, StreamExists when the id is taken."""
+    if len(running) >= max_streams:
+        raise StreamLimit(f"the service runs {max_streams} streams, its limit")
+    if requested is None:
+        return next(c for c in (f"stream-{n}" for n in new_ids) if c not in running)
+    if requested in running:
+        raise StreamExists(f"stream {requested!r} exists already")
+    return requested
+
+
+@dataclass(eq=False)
+class StreamState:
+    id: str
+    url: str  # already redacted
+    kind: SourceKind
+    model: str
+    policy: str
+    outputs: StreamOutputs
+    state: str = "connecting"  # what the API shows (STATES)
+    source_state: str = "connecting"  # what the source last said
+    detector_restarting: bool = False
+    reconnects: int = 0
+    error: str | None = None
+    created_at: float = field(default_factory=time.time)
+    pipeline: Pipeline | None = None
+    task: asyncio.Task[None] | None = None
+    source: Any = None
+    detector: Any = None  # the SharedDetector its intake (``pipeline``) puts into
+    analytics: Any = None  # its StreamAnalytics (tracker, lines, zones), or None
+
+    def view(self, worker: str | None = None) -> Stream:
+        """What the API shows: never the credentials, never internals. With analytics, its
+        lines and zones (as configured) and their counts."""
+        analytics = None
+        if self.analytics is not None:
+            config = self.analytics.config
+            analytics = StreamAnalyticsView(track=config.track.kind,
+                                            detect_every=config.detect_every,
+                                            lines=config.lines, zones=config.zones,
+                                            counts=self.analytics.latest)
+        return Stream(id=self.id, url=self.url, kind=self.kind, model=self.model,
+                      policy=self.policy, state=self.state, reconnects=self.reconnects,
+                      error=self.error, created_at=self.created_at, analytics=analytics,
+                      worker=worker)
+
+    def shown(self) -> dict[str, Any]:
+        """``view`` as JSON-ready data (the event feed's messages, a worker's heartbeat)."""
+        return self.view().model_dump(mode="json")

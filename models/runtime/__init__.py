@@ -1,5 +1,0 @@
-"""Inference backends: synchronous, single-threaded objects behind one small protocol."""
-
-from models.runtime.base import Backend, TensorInfo
-
-__all__ = ["Backend", "TensorInfo"]

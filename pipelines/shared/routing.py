@@ -1,0 +1,57 @@
+"""RoutingSink: a shared detector's one sink, handing each result to its stream's sinks.
+
+A stream's sink that fails (a full disk under its results file) costs that sink of that
+stream the result, logged once and counted in ``vidpipe_sink_errors_total``: never the other
+streams, nor the detector. Each written result settles its frame in the FairChannel
+(``settle``, the sink stage's ``on_written``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pipelines.frame import Batch, Frame, Result
+from pipelines.metrics import PipelineMetrics
+from pipelines.shared.fair import FairChannel
+from pipelines.sinks.stage import Sink
+from pipelines.sources.url import redact_text
+
+log = logging.getLogger(__name__)
+
+
+class RoutingSink:
+    def __init__(self, inputs: FairChannel[Frame | Batch], metrics: PipelineMetrics) -> None:
+        self._inputs = inputs
+        self._metrics = metrics
+        self.routes: dict[str, list[Sink]] = {}
+        self._failing: set[tuple[str, int]] = set()  # (stream, id(sink)) logged already
+        self.wants_images = True  # a stream's sinks may draw (the service's snapshots do)
+
+    def write(self, result: Result) -> None:
+        stream = result.frame.stream_id
+        for sink in self.routes.get(stream, ()):
+            try:
+                sink.write(result)
+            except Exception as e:
+                self._failed(stream, sink, e)
+
+    def _failed(self, stream: str, sink: Sink, error: Exception) -> None:
+        kind = type(sink).__name__
+        self._metrics.count_sink_error(stream, kind)
+        if (stream, id(sink)) not in self._failing:
+            self._failing.add((stream, id(sink)))
+            log.error("stream %s: its %s failed, and loses the results it cannot take "
+                      "(vidpipe_sink_errors_total): %s", stream, kind, redact_text(str(error)))
+
+    def forget(self, stream: str) -> None:
+        self.routes.pop(stream, None)
+        self._failing = {f for f in self._failing if f[0] != stream}
+
+    def settle(self, results: Sequence[Result]) -> None:
+        for result in results:
+            self._inputs.settle(result.frame.stream_id)
+
+    def close(self, commit: bool = True) -> None:
+        """The streams' sinks belong to whoever attached them."""
+

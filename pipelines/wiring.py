@@ -1,0 +1,96 @@
+"""The stages of a detector, wired one way for ``vidpipe run`` and for the service: a
+stream's decode stage (``decode_stage``), and behind the streams inference (batching across
+them), postprocessing, the streams' analytics where there are any, and the sink stage
+(``detector_stages``). ``pipelines.build`` puts a preprocess stage per stream between the
+two; the shared detector (``pipelines.shared``) a FairChannel of decoded frames, which
+inference prepares as it takes them. What differs between the two is passed in, so a rule of
+these stages is the same for both, and each stage is constructed here alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from models.spec import ModelSpec
+from pipelines.analytics.stage import AnalyticsStage
+from pipelines.analytics.stream import StreamAnalytics
+from pipelines.backends import StageBackends
+from pipelines.channel import Channel, DropPolicy, Input, Output
+from pipelines.decode.stage import DecodeStage, PacketSource
+from pipelines.frame import Batch, Frame, Result
+from pipelines.infer.stage import InferStage
+from pipelines.metrics import PipelineMetrics
+from pipelines.options import PipelineOptions
+from pipelines.postprocess.stage import PostprocessStage
+from pipelines.sinks.stage import Sink, SinkStage
+from pipelines.stage import Stage
+
+ChannelFactory = Callable[[str], Channel[Any]]
+
+
+def account_drop(metrics: PipelineMetrics, item: Any, cause: str) -> None:
+    """Count a dropped channel item against the stream of every frame it carries."""
+    if isinstance(item, Batch):
+        frames = item.frames
+    elif isinstance(item, Result):
+        frames = [item.frame]
+    elif isinstance(item, Frame):
+        frames = [item]
+    else:
+        raise TypeError(f"cannot account for a dropped {type(item).__name__}")
+    for frame in frames:
+        metrics.frame_outcome(frame.stream_id, cause, 1 + len(frame.riders))
+
+
+def counted_channel(metrics: PipelineMetrics, name: str, capacity: int,
+                    policy: DropPolicy = "block", producers: int = 1) -> Channel[Any]:
+    """A channel whose drops count against their streams, its depth exported as ``name``."""
+    channel: Channel[Any] = Channel(name, capacity, policy, producers=producers,
+                                    on_drop=lambda item, cause: account_drop(metrics, item,
+                                                                             cause))
+    metrics.register_channel(name, channel.capacity, channel.__len__)
+    return channel
+
+
+def decode_stage(source: PacketSource, backends: StageBackends, output: Output[Frame],
+                 metrics: PipelineMetrics, options: PipelineOptions, *, detect_every: int,
+                 rider_images: bool) -> DecodeStage:
+    """A stream's decode stage: ``source``'s pictures into ``output``, one in
+    ``detect_every`` for the model (the others ride with it: their pictures kept only with
+    ``rider_images``)."""
+    return DecodeStage(source, backends.decoder_for, output, metrics,
+                       frame_limit=options.frame_limit, max_lag_s=options.max_lag_ms / 1000.0,
+                       detect_every=detect_every, rider_images=rider_images)
+
+
+def detector_stages(inputs: Input[Any], backends: StageBackends, spec: ModelSpec,
+                    metrics: PipelineMetrics, options: PipelineOptions, *,
+                    channel: ChannelFactory, sinks: Sequence[Sink], batch_size: int,
+                    infer_calls: int, analytics: dict[str, StreamAnalytics] | None = None,
+                    keep_images: bool = False, queued: int = 0, prepare: bool = False,
+                    postprocess_calls: int = 1,
+                    on_batch: Callable[[int], None] | None = None,
+                    on_written: Callable[[list[Result]], None] | None = None,
+                    ) -> list[Stage[Any, Any]]:
+    """Inference on ``inputs`` (prepared Batches; with ``prepare``, decoded Frames it prepares
+    itself), postprocessing, an analytics stage for the streams in ``analytics`` (None: none),
+    and the sink stage writing to ``sinks`` (``on_written`` hears each call's results once
+    written). ``channel(name)`` makes each channel between them."""
+    inferred = channel("inferred")
+    stages: list[Stage[Any, Any]] = [
+        InferStage(backends.runtime, inputs, inferred, metrics, batch_size=batch_size,
+                   batch_timeout_ms=options.batch_timeout_ms, max_age_s=options.max_age_s,
+                   calls_at_once=infer_calls, queued=queued, on_batch=on_batch,
+                   preprocessor_for=backends.preprocessor_for if prepare else None,
+                   input_tap=options.input_tap)]
+    detected = channel("detected" if analytics is not None else "results")
+    stages.append(PostprocessStage(backends.postprocessor, inferred, detected, metrics,
+                                   keep_images=keep_images, calls_at_once=postprocess_calls))
+    results = detected
+    if analytics is not None:
+        results = channel("results")
+        stages.append(AnalyticsStage(analytics, detected, results, metrics,
+                                     keep_images=keep_images))
+    stages.append(SinkStage(sinks, spec, results, metrics, on_written=on_written))
+    return stages
