@@ -3,9 +3,9 @@
 glibc gives threads that allocate at once arenas of their own (up to 8 per core), and memory
 freed in an arena other than the one it came from, or fragmented across many, is not given
 back to the system. A service hands every frame from a decode thread to inference and sinks on
-others: its resident memory then grew about 60 MB/h with 4 cameras while Python's own heap
-stayed flat (tracemalloc: 11-17 MB traced; docs/OPERATIONS.md, "Soak"). Fewer arenas trade a
-little allocation contention for memory that is reused.
+others: its resident memory then grows by the hour while Python's own heap stays flat
+(measured: docs/OPERATIONS.md, "Soak"). Fewer arenas trade a little allocation contention
+for memory that is reused.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Built to be pruned and quantized later:
 - a decoupled head (box branch, class branch; see ``ShapesYOLO``);
 - one output level at stride 8 (fed by a top-down FPN from strides 16 and 32, which gives the
   receptive field for large objects): one grid means one decode path and one loss, and the
-  2-core training budget goes into the backbone instead of three heads.
+  training budget of a CPU goes into the backbone instead of three heads.
 """
 
 from __future__ import annotations

@@ -103,24 +103,33 @@ def quantize_model(model_path: Path, out_path: Path, frames: np.ndarray, method:
                    on_progress: Callable[[str], None] | None = None) -> Path:
     """Write the QDQ INT8 model of ``model_path`` calibrated on ``frames`` [N, C, H, W] for
     ``target`` (``onnxruntime``: UINT8 activations; ``tensorrt``: symmetric INT8)."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    calibrators = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-                   "percentile": CalibrationMethod.Percentile}
-    if method not in calibrators:
+    if method not in METHODS:
         raise ValueError(f"calibration method must be one of {', '.join(METHODS)}, "
                          f"got {method!r}")
     graph = onnx.load(str(model_path))
     input_name = graph.graph.input[0].name
-    excluded = float_nodes(graph, target)
     symmetric = target == "tensorrt"
+    with tempfile.TemporaryDirectory(prefix="vidpipe-quant-") as scratch:
+        prepared = Path(scratch) / "prepared.onnx"
+        quant_pre_process(str(model_path), str(prepared), skip_symbolic_shape=True)
+        if on_progress is not None:
+            on_progress(f"calibrating ({method}, {len(frames)} frames)")
+        cache = None
+        if method == "entropy":  # see _entropy_ranges: quantize_static's own is MinMax here
+            cache = _entropy_ranges(prepared, Path(scratch),
+                                    _calibration_reader(input_name, frames), symmetric)
+        reader = None if cache is not None else _calibration_reader(input_name, frames)
+        _quantize_static(prepared, out_path, reader, method, symmetric,
+                         float_nodes(graph, target), cache)
+    onnx.checker.check_model(str(out_path))
+    return out_path
+
+
+def _calibration_reader(input_name: str, frames: np.ndarray) -> Any:
+    """ONNX Runtime's calibration data reader over ``frames``, one frame per feed."""
+    from onnxruntime.quantization import CalibrationDataReader
 
     class Frames(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -130,28 +139,26 @@ def quantize_model(model_path: Path, out_path: Path, frames: np.ndarray, method:
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self._feeds, None)
 
-    with tempfile.TemporaryDirectory(prefix="vidpipe-quant-") as scratch:
-        prepared = Path(scratch) / "prepared.onnx"
-        quant_pre_process(str(model_path), str(prepared), skip_symbolic_shape=True)
-        if on_progress is not None:
-            on_progress(f"calibrating ({method}, {len(frames)} frames)")
-        reader: CalibrationDataReader | None = Frames()
-        cache = None
-        if method == "entropy":  # see _entropy_ranges: quantize_static's own is MinMax here
-            cache = _entropy_ranges(prepared, Path(scratch), Frames(), symmetric)
-            reader = None
-        quantize_static(
-            str(prepared), str(out_path), reader, quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
-            weight_type=QuantType.QInt8, calibrate_method=calibrators[method],
-            nodes_to_exclude=excluded,
-            extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True,
-                           "CalibMovingAverage": False},
-            calibration_cache_path=cache,
-        )
-    onnx.checker.check_model(str(out_path))
-    return out_path
+    return Frames()
+
+
+def _quantize_static(prepared: Path, out_path: Path, reader: Any, method: str,
+                     symmetric: bool, excluded: list[str], cache: Path | None) -> None:
+    """ONNX Runtime's static QDQ quantizer with the choices the module docstring explains."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    calibrators = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+                   "percentile": CalibrationMethod.Percentile}
+    quantize_static(
+        str(prepared), str(out_path), reader, quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
+        weight_type=QuantType.QInt8, calibrate_method=calibrators[method],
+        nodes_to_exclude=excluded,
+        extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True,
+                       "CalibMovingAverage": False},
+        calibration_cache_path=cache,
+    )
 
 
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS = 2048, 128  # TensorRT's entropy calibration uses these

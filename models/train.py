@@ -6,7 +6,7 @@ draws its batch from them with random flips by ``(seed, i)``; the weights start 
 ``torch.manual_seed(seed)``, and the learning rate follows the step count, not the clock.
 
 Why a rendered set and not a fresh scene per image: rendering a batch costs about as much
-as the training step itself, so rendering on the fly took a large share of two cores; a
+as the training step itself, so rendering on the fly took a large share of the cores; a
 rendered set seen several times, flipped, trains the same network in more steps per minute
 (docs/BENCHMARKS.md, "Measurements behind code choices").
 

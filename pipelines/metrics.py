@@ -46,63 +46,15 @@ class PipelineMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._window = window
         self.started_at = time.monotonic()
-        r = self.registry
-        self._stage = Histogram("vidpipe_stage_seconds", "Work time per item (per batch for "
-                                "batched stages)", ["stage"], registry=r, buckets=_SECONDS_BUCKETS)
-        self._wait = Histogram("vidpipe_stage_wait_seconds", "Time an item waited in the stage's "
-                               "input channel", ["stage"], registry=r, buckets=_SECONDS_BUCKETS)
-        self._depth = Gauge("vidpipe_channel_depth", "Items in a channel", ["channel"], registry=r)
-        self._capacity = Gauge("vidpipe_channel_capacity", "Capacity of a channel", ["channel"],
-                               registry=r)
-        self._frames = PromCounter("vidpipe_frames_total", "Frames by final outcome",
-                                   ["stream", "outcome"], registry=r)
-        self._latency = Histogram("vidpipe_frame_latency_seconds", "Capture to result, end to "
-                                  "end", ["stream"], registry=r, buckets=_SECONDS_BUCKETS)
-        self._batch = Histogram("vidpipe_batch_size", "Frames per inference batch", registry=r,
-                                buckets=_BATCH_BUCKETS)
-        self._detections = PromCounter("vidpipe_detections_total", "Boxes emitted",
-                                       ["stream", "class_name"], registry=r)
-        # children looked up once: ``labels()`` takes a lock and checks its values on every
-        # call, about ten times per frame (cProfile of a 600-frame run: 7 % of the event loop)
-        self._stage_by = _Children(self._stage)
-        self._wait_by = _Children(self._wait)
-        self._frames_by = _Children(self._frames)
-        self._latency_by = _Children(self._latency)
-        self._detections_by = _Children(self._detections)
-        self._up = Gauge("vidpipe_stream_up", "1 while the stream delivers frames", ["stream"],
-                         registry=r)
-        self._reconnects = PromCounter("vidpipe_stream_reconnects_total", "Reconnections of a "
-                                       "stream's source", ["stream"], registry=r)
-        self._loads = PromCounter("vidpipe_model_loads_total", "Models loaded by the service's "
-                                  "shared detectors", ["model", "device"], registry=r)
-        self._restarts = PromCounter("vidpipe_detector_restarts_total", "Shared detectors "
-                                     "rebuilt after a failure", ["model", "device"], registry=r)
-        self._sink_errors = PromCounter("vidpipe_sink_errors_total", "Results a stream's sink "
-                                        "failed to take", ["stream", "sink"], registry=r)
-        self._crossings = PromCounter("vidpipe_line_crossings_total", "Confirmed tracks "
-                                      "crossing a counting line", ["stream", "line",
-                                                                   "direction"], registry=r)
-        self._zone_events = PromCounter("vidpipe_zone_events_total", "Zone events (enter, "
-                                        "exit, loiter, crowd_begin, crowd_end)",
-                                        ["stream", "zone", "type"], registry=r)
-        self._occupancy = Gauge("vidpipe_zone_occupancy", "Confirmed tracks inside a zone",
-                                ["stream", "zone"], registry=r)
-        self._events = PromCounter("vidpipe_events_total", "Events by sink and outcome (sent, "
-                                   "retried, dropped: given up, in the dead-letter file)",
-                                   ["sink", "outcome"], registry=r)
-        self._events_by = _Children(self._events)
-        self.events: Counter[tuple[str, str]] = Counter()  # (sink, outcome) -> events
-        self._crossings_by = _Children(self._crossings)
-        self._zone_events_by = _Children(self._zone_events)
-        self._occupancy_by = _Children(self._occupancy)
-        self._up_by = _Children(self._up)
-        self._reconnects_by = _Children(self._reconnects)
-        self._sink_errors_by = _Children(self._sink_errors)
+        self._stage_families()
+        self._stream_families()
+        self._analytics_families()
+        self._service_families()
         # every labelled metric whose first label is the stream: forget_stream drops them
         self._per_stream = (self._frames_by, self._latency_by, self._detections_by,
                             self._up_by, self._reconnects_by, self._sink_errors_by,
                             self._crossings_by, self._zone_events_by, self._occupancy_by)
-        self.model_loads: Counter[tuple[str, str]] = Counter()
+        # the figures kept in memory, for the CLI's tables, summary.json and /api/stats
         self.stage_work: dict[str, Samples] = defaultdict(self._samples)
         self.stage_waits: dict[str, Samples] = defaultdict(self._samples)
         self.stage_instances: Counter[str] = Counter()
@@ -111,7 +63,71 @@ class PipelineMetrics:
         self.received: Counter[str] = Counter()
         self.outcomes: dict[str, Counter[str]] = defaultdict(Counter)
         self.channel_depths: dict[str, tuple[Callable[[], float], int]] = {}
+        self.model_loads: Counter[tuple[str, str]] = Counter()
+        self.events: Counter[tuple[str, str]] = Counter()  # (sink, outcome) -> events
         self._lock = threading.Lock()
+
+    # Labelled children are looked up once (``_Children``): ``labels()`` takes a lock and
+    # checks its values on every call, about ten times per frame.
+    def _stage_families(self) -> None:
+        r = self.registry
+        self._stage = Histogram("vidpipe_stage_seconds", "Work time per item (per batch for "
+                                "batched stages)", ["stage"], registry=r, buckets=_SECONDS_BUCKETS)
+        self._wait = Histogram("vidpipe_stage_wait_seconds", "Time an item waited in the stage's "
+                               "input channel", ["stage"], registry=r, buckets=_SECONDS_BUCKETS)
+        self._depth = Gauge("vidpipe_channel_depth", "Items in a channel", ["channel"], registry=r)
+        self._capacity = Gauge("vidpipe_channel_capacity", "Capacity of a channel", ["channel"],
+                               registry=r)
+        self._batch = Histogram("vidpipe_batch_size", "Frames per inference batch", registry=r,
+                                buckets=_BATCH_BUCKETS)
+        self._stage_by = _Children(self._stage)
+        self._wait_by = _Children(self._wait)
+
+    def _stream_families(self) -> None:
+        r = self.registry
+        self._frames = PromCounter("vidpipe_frames_total", "Frames by final outcome",
+                                   ["stream", "outcome"], registry=r)
+        self._latency = Histogram("vidpipe_frame_latency_seconds", "Capture to result, end to "
+                                  "end", ["stream"], registry=r, buckets=_SECONDS_BUCKETS)
+        self._detections = PromCounter("vidpipe_detections_total", "Boxes emitted",
+                                       ["stream", "class_name"], registry=r)
+        self._up = Gauge("vidpipe_stream_up", "1 while the stream delivers frames", ["stream"],
+                         registry=r)
+        self._reconnects = PromCounter("vidpipe_stream_reconnects_total", "Reconnections of a "
+                                       "stream's source", ["stream"], registry=r)
+        self._sink_errors = PromCounter("vidpipe_sink_errors_total", "Results a stream's sink "
+                                        "failed to take", ["stream", "sink"], registry=r)
+        self._frames_by = _Children(self._frames)
+        self._latency_by = _Children(self._latency)
+        self._detections_by = _Children(self._detections)
+        self._up_by = _Children(self._up)
+        self._reconnects_by = _Children(self._reconnects)
+        self._sink_errors_by = _Children(self._sink_errors)
+
+    def _analytics_families(self) -> None:
+        r = self.registry
+        self._crossings = PromCounter("vidpipe_line_crossings_total", "Confirmed tracks "
+                                      "crossing a counting line", ["stream", "line",
+                                                                   "direction"], registry=r)
+        self._zone_events = PromCounter("vidpipe_zone_events_total", "Zone events (enter, "
+                                        "exit, loiter, crowd_begin, crowd_end)",
+                                        ["stream", "zone", "type"], registry=r)
+        self._occupancy = Gauge("vidpipe_zone_occupancy", "Confirmed tracks inside a zone",
+                                ["stream", "zone"], registry=r)
+        self._crossings_by = _Children(self._crossings)
+        self._zone_events_by = _Children(self._zone_events)
+        self._occupancy_by = _Children(self._occupancy)
+
+    def _service_families(self) -> None:
+        r = self.registry
+        self._loads = PromCounter("vidpipe_model_loads_total", "Models loaded by the service's "
+                                  "shared detectors", ["model", "device"], registry=r)
+        self._restarts = PromCounter("vidpipe_detector_restarts_total", "Shared detectors "
+                                     "rebuilt after a failure", ["model", "device"], registry=r)
+        self._events = PromCounter("vidpipe_events_total", "Events by sink and outcome (sent, "
+                                   "retried, dropped: given up, in the dead-letter file)",
+                                   ["sink", "outcome"], registry=r)
+        self._events_by = _Children(self._events)
 
     def _samples(self) -> Samples:
         return Samples(self._window)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.sources.synthetic import make_test_clip
+from pipelines.synthetic.rectangles import make_test_clip
 from tests.support.requires import required, unavailable
 
 # Runs in the tests (and the processes they start) keep their plans in a cache of their own:

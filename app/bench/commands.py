@@ -28,7 +28,7 @@ from app.run.demo import ensure_demo_clip
 from models.zoo import model_variants, resolve_model
 from pipelines.errors import ConfigError
 from pipelines.options import PipelineOptions
-from pipelines.sources.synthetic import make_demo_clip
+from pipelines.synthetic.demo import make_demo_clip
 
 
 def _ints(text: str) -> list[int]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from app.run.runner import stream_ids
+from app.run.sources import stream_ids
 from models.spec import ModelSpec
 from pipelines.build import build_pipeline, open_file
 from pipelines.frame import Result

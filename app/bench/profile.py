@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.measure import CORES, LatencySink
-from app.run.runner import stream_ids
+from app.run.sources import stream_ids
 from models.spec import ModelSpec
 from pipelines.build import build_pipeline
 from pipelines.metrics import PipelineMetrics

@@ -23,10 +23,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.service.config import ServiceConfig, StreamConfig
-from app.service.service import Service
 from pipelines.errors import ConfigError
 from pipelines.metrics import PipelineMetrics
+
+try:
+    from app.service.config import ServiceConfig, StreamConfig
+    from app.service.service import Service
+except ModuleNotFoundError:  # a worktree of code from before app/ was split by face (b64560b)
+    from app.config import ServiceConfig, StreamConfig  # type: ignore[no-redef]
+    from app.service import Service  # type: ignore[no-redef,attr-defined]
 
 WARM_UP_S = 3.0
 KEY_FRAME_SPREAD_S = 2.0  # the camera clip's key frame interval: streams start spread over it
@@ -57,23 +62,28 @@ async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[
             await service.add_stream(StreamConfig(url=str(clip), id=sid))
             await asyncio.sleep(KEY_FRAME_SPREAD_S / streams)
         await asyncio.sleep(WARM_UP_S)
-        start = {sid: dict(metrics.outcomes[sid]) for sid in ids}
-        batches = dict(metrics.batch_sizes)
-        began = time.monotonic()
-        await asyncio.sleep(seconds)
-        wall = time.monotonic() - began
-        fps = {sid: (metrics.outcomes[sid]["processed"] - start[sid].get("processed", 0))
-               / wall for sid in ids}
-        drops = {sid: {o: n - start[sid].get(o, 0) for o, n in metrics.outcomes[sid].items()
-                       if o != "processed" and n > start[sid].get(o, 0)} for sid in ids}
-        latency = [metrics.latency[sid].quantiles((0.5, 0.99), wall) for sid in ids]
-        loads = sum(getattr(metrics, "model_loads", {}).values())  # older code: not counted
-        memory = rss_mb()
+        row = await _window(metrics, ids, seconds)
     finally:
         await service.aclose()
         results.cleanup()
+    return {"streams": streams, "model": model, **row}
+
+
+async def _window(metrics: PipelineMetrics, ids: list[str], seconds: float) -> dict[str, Any]:
+    """Throughput, latency, drops and batch sizes of ``ids`` over the next ``seconds``."""
+    start = {sid: dict(metrics.outcomes[sid]) for sid in ids}
+    batches = dict(metrics.batch_sizes)
+    began = time.monotonic()
+    await asyncio.sleep(seconds)
+    wall = time.monotonic() - began
+    fps = {sid: (metrics.outcomes[sid]["processed"] - start[sid].get("processed", 0))
+           / wall for sid in ids}
+    drops = {sid: {o: n - start[sid].get(o, 0) for o, n in metrics.outcomes[sid].items()
+                   if o != "processed" and n > start[sid].get(o, 0)} for sid in ids}
+    latency = [metrics.latency[sid].quantiles((0.5, 0.99), wall) for sid in ids]
+    loads = sum(getattr(metrics, "model_loads", {}).values())  # older code: not counted
     return {
-        "streams": streams, "model": model, "seconds": round(wall, 1),
+        "seconds": round(wall, 1),
         "fps_total": round(sum(fps.values()), 1), "fps_per_stream_min": round(min(fps.values()), 1),
         "fps_per_stream_max": round(max(fps.values()), 1),
         "p50_ms": round(1e3 * max(p50 for p50, _ in latency), 1),
@@ -83,7 +93,7 @@ async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[
                   for cause in sorted({c for d in drops.values() for c in d})},
         "batch_sizes": {str(k): v - batches.get(k, 0) for k, v in
                         sorted(metrics.batch_sizes.items()) if v > batches.get(k, 0)},
-        "model_loads": loads, "rss_mb": round(memory, 1),
+        "model_loads": loads, "rss_mb": round(rss_mb(), 1),
     }
 
 

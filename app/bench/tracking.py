@@ -24,7 +24,7 @@ from rich.table import Table
 from app.bench.handloop import measure_hand_loop
 from app.recipes.evaluate import read_detections, read_truth
 from app.recipes.track_eval import score_tracking
-from app.run.runner import stream_ids
+from app.run.sources import stream_ids
 from models.data import boxes_path
 from models.evaluate import mean_average_precision
 from models.tracking_data import make_tracking_clip
@@ -116,6 +116,27 @@ def _median_rows(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def bench_tracking(console: Console, everys: list[int], reps: int, out: Path,
                    models: tuple[str, ...] = MODELS) -> dict[str, Any]:
     clips = tracking_clips()
+    rows, hand = _interleaved(console, models, everys, clips, reps)
+    report = _compared(rows, hand, models) | {"clips": [str(c) for c in clips], "reps": reps,
+                                               "tracker_ms_at_50_boxes": tracker_cost()}
+    console.print(_table(report))
+    c = report["combined"]
+    console.print(f"tracker alone: {report['tracker_ms_at_50_boxes']:.2f} ms a frame at 50 "
+                  f"boxes; the hand-written loop (FP32, no tracking): "
+                  f"{report['hand_loop_fp32']['fps']:.1f} fps; vidpipe {c['model']} + "
+                  f"ByteTrack + detect every {c['detect_every']}: {c['fps']:.1f} fps = "
+                  f"{c['ratio']:.2f}x, mAP@0.5 {c['mAP50_loss_points']:.2f} points below the "
+                  "FP32 model's", highlight=False)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(report, indent=2))
+    console.print(f"wrote {out / 'bench.json'}")
+    return report
+
+
+def _interleaved(console: Console, models: tuple[str, ...], everys: list[int],
+                 clips: list[Path], reps: int) -> tuple[list[dict[str, Any]], list[float]]:
+    """Every model at every N, and the hand-written FP32 loop, ``reps`` times in turn: the
+    rows (medians) and the hand loop's fps of each rep."""
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
     hand: list[float] = []
     fp32_path, fp32_spec = resolve_model(models[0])
@@ -123,17 +144,23 @@ def bench_tracking(console: Console, everys: list[int], reps: int, out: Path,
         for rep in range(reps):
             for model in models:
                 for every in everys:
-                    key = (model, every)
                     console.print(f"rep {rep + 1}/{reps}: {Path(model).name}, detect every "
                                   f"{every}", highlight=False)
-                    runs.setdefault(key, []).append(
+                    runs.setdefault((model, every), []).append(
                         measure(model, every, clips, Path(tmp) / f"{rep}-{len(runs)}"))
             frames = seconds = 0.0
             for clip in clips:
                 m = measure_hand_loop("fp32", clip, fp32_path, fp32_spec, threads=2)
                 frames, seconds = frames + m.frames, seconds + m.wall_s
             hand.append(frames / seconds)
-    rows = [_median_rows(r) for r in runs.values()]
+    return [_median_rows(r) for r in runs.values()], hand
+
+
+def _compared(rows: list[dict[str, Any]], hand: list[float],
+              models: tuple[str, ...]) -> dict[str, Any]:
+    """Each row against its model at N = 1, and the combined recipe: the fastest N of the
+    leanest model within 2 mAP points of the FP32 model (else its most accurate N), against
+    the hand-written FP32 loop."""
     base = {row["model"]: row for row in rows if row["detect_every"] == 1}
     for row in rows:
         first = base[row["model"]]
@@ -142,30 +169,17 @@ def bench_tracking(console: Console, everys: list[int], reps: int, out: Path,
         row["mAP50_loss_points"] = 100 * (first["mAP50"] - row["mAP50"])
     hand_fps = float(np.median(hand))
     fp32_map = base[Path(models[0]).name]["mAP50"]
-    # the best N: the fastest within 2 mAP points of the FP32 model, else the closest
     lean = [r for r in rows if r["model"] == Path(models[-1]).name]
     within = [r for r in lean if 100 * (fp32_map - r["mAP50"]) <= 2.0]
     best = max(within, key=lambda r: r["fps"]) if within else \
         max(lean, key=lambda r: r["mAP50"])
-    report: dict[str, Any] = {"clips": [str(c) for c in clips], "reps": reps, "rows": rows,
-              "tracker_ms_at_50_boxes": tracker_cost(),
-              "hand_loop_fp32": {"fps": hand_fps, "fps_runs": [round(f, 1) for f in hand],
-                                 "mAP50": fp32_map},
-              "combined": {"model": best["model"], "detect_every": best["detect_every"],
-                           "fps": best["fps"], "ratio": best["fps"] / hand_fps,
-                           "mAP50_loss_points": 100 * (fp32_map - best["mAP50"]),
-                           "HOTA": best["HOTA"]}}
-    console.print(_table(report))
-    c = report["combined"]
-    console.print(f"tracker alone: {report['tracker_ms_at_50_boxes']:.2f} ms a frame at 50 "
-                  f"boxes; the hand-written loop (FP32, no tracking): {hand_fps:.1f} fps; "
-                  f"vidpipe {c['model']} + ByteTrack + detect every {c['detect_every']}: "
-                  f"{c['fps']:.1f} fps = {c['ratio']:.2f}x, mAP@0.5 "
-                  f"{c['mAP50_loss_points']:.2f} points below the FP32 model's", highlight=False)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(report, indent=2))
-    console.print(f"wrote {out / 'bench.json'}")
-    return report
+    return {"rows": rows,
+            "hand_loop_fp32": {"fps": hand_fps, "fps_runs": [round(f, 1) for f in hand],
+                               "mAP50": fp32_map},
+            "combined": {"model": best["model"], "detect_every": best["detect_every"],
+                         "fps": best["fps"], "ratio": best["fps"] / hand_fps,
+                         "mAP50_loss_points": 100 * (fp32_map - best["mAP50"]),
+                         "HOTA": best["HOTA"]}}
 
 
 def _table(report: dict[str, Any]) -> Table:

@@ -34,8 +34,8 @@ from app.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from app.run.outputs import RunOutputs
     from app.run.request import RunRequest
-    from app.run.runner import RunOutputs
 
 TrackOpt = Annotated[str | None, typer.Option(
     "--track", metavar="TRACKER", help="Track objects across frames: bytetrack, botsort, "
@@ -183,7 +183,7 @@ def demo(
     configure_logging("info")
     from app.run.demo import ensure_demo_clip, score_run
     from app.run.request import RunRequest
-    from pipelines.sources.synthetic import truth_path
+    from pipelines.synthetic.truth import truth_path
 
     name = "clip-hard.mp4" if hard else "clip.mp4"
     clip = ensure_demo_clip(out / name, console, seed, hard=hard)

@@ -26,7 +26,7 @@ from typing import Any
 import av
 import numpy as np
 
-from app.run.runner import stream_ids
+from app.run.sources import stream_ids
 from models.backends.onnxruntime import OnnxRuntimeBackend
 from models.spec import ModelSpec
 from models.zoo import variant_label
@@ -36,6 +36,7 @@ from pipelines.frame import Batch, Detections, Result, copied_to_host
 from pipelines.geometry import Letterbox
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
+from pipelines.pipeline import Pipeline
 from pipelines.postprocess.agreement import Agreement
 from pipelines.postprocess.yolo import decode_outputs
 from pipelines.preprocess.reference import input_difference, reference_input, reference_picture
@@ -134,34 +135,52 @@ class _Collect:
         pass
 
 
+class ReferenceRun:
+    """The reference path beside a pipeline run: each batch as the model gets it (the
+    pipeline's input tap, on the inference thread) is held to the reference input of its
+    frames, and the model is run directly on that reference (and the FP32 model beside a
+    variant): the detections the pipeline's are compared with."""
+
+    def __init__(self, model_path: Path, spec: ModelSpec, clip: Path, frames: int,
+                 on_progress: Callable[[int, int | None], None] | None) -> None:
+        label = variant_label(model_path)
+        fp32_path = model_path.parent / spec.file if label is not None else None
+        self.spec, self.frames, self.on_progress = spec, frames, on_progress
+        self.direct = DirectModel(model_path, spec)
+        self.fp32 = DirectModel(fp32_path, spec) if fp32_path is not None and \
+            fp32_path.is_file() else None
+        self.pictures = ReferencePictures(clip)
+        self.diffs = InputDiffs()
+        self.reference: dict[int, Detections] = {}
+        self.against_fp32: dict[int, Detections] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, batch: Batch) -> None:
+        tensor = copied_to_host(batch.tensor)
+        with self._lock:
+            for row, frame in zip(tensor, batch.frames, strict=True):
+                wanted, letterbox = reference_input(self.pictures.take(frame.index),
+                                                    self.spec.input)
+                self.diffs.add(row, wanted, self.spec)
+                self.reference[frame.index] = self.direct.detect(wanted, letterbox)
+                if self.fp32 is not None:
+                    self.against_fp32[frame.index] = self.fp32.detect(wanted, letterbox)
+                if self.on_progress is not None:
+                    self.on_progress(len(self.reference), self.frames)
+
+    def close(self) -> None:
+        self.pictures.close()
+        for model in (self.direct, self.fp32):
+            if model is not None:
+                model.close()
+
+
 def check_model(model_path: Path, spec: ModelSpec, clip: Path, options: PipelineOptions, *,
                 frames: int = DEFAULT_FRAMES,
                 on_progress: Callable[[int, int | None], None] | None = None,
                 ) -> dict[str, Any]:
     """Run the reference and the pipeline on the first ``frames`` frames of ``clip``."""
-    label = variant_label(model_path)
-    fp32_path = model_path.parent / spec.file if label is not None else None
-    direct = DirectModel(model_path, spec)
-    fp32 = DirectModel(fp32_path, spec) if fp32_path is not None and fp32_path.is_file() \
-        else None
-    pictures = ReferencePictures(clip)
-    diffs = InputDiffs()
-    reference: dict[int, Detections] = {}
-    against_fp32: dict[int, Detections] = {}
-    lock = threading.Lock()
-
-    def tap(batch: Batch) -> None:
-        tensor = copied_to_host(batch.tensor)
-        with lock:
-            for row, frame in zip(tensor, batch.frames, strict=True):
-                wanted, letterbox = reference_input(pictures.take(frame.index), spec.input)
-                diffs.add(row, wanted, spec)
-                reference[frame.index] = direct.detect(wanted, letterbox)
-                if fp32 is not None:
-                    against_fp32[frame.index] = fp32.detect(wanted, letterbox)
-                if on_progress is not None:
-                    on_progress(len(reference), frames)
-
+    tap = ReferenceRun(model_path, spec, clip, frames, on_progress)
     sink = _Collect()
     run = options.model_copy(update={"input_tap": tap, "frame_limit": frames})
     try:
@@ -169,30 +188,34 @@ def check_model(model_path: Path, spec: ModelSpec, clip: Path, options: Pipeline
                                   PipelineMetrics(), run)
         asyncio.run(pipeline.run())
     finally:
-        pictures.close()
-        for model in (direct, fp32):
-            if model is not None:
-                model.close()
+        tap.close()
+    return _report(model_path, spec, clip, options, pipeline, tap, sink.detections)
+
+
+def _report(model_path: Path, spec: ModelSpec, clip: Path, options: PipelineOptions,
+            pipeline: Pipeline, tap: ReferenceRun,
+            found: dict[int, Detections]) -> dict[str, Any]:
+    """The figures of a check: agreement, the input's difference, boxes on each side."""
     agreement = Agreement()
-    for index in sorted(reference):
-        agreement.add(reference[index], sink.detections.get(index))
+    for index in sorted(tap.reference):
+        agreement.add(tap.reference[index], found.get(index))
+    plan = pipeline.plan
     report: dict[str, Any] = {
         "model": spec.name, "file": model_path.name, "clip": str(clip),
         "interpolation": spec.input.interpolation,
         "options": {"device": options.device, "batch_size": options.batch_size,
                     "ffmpeg_resize": options.ffmpeg_resize, "runtime": options.runtime},
-        "runtime": (pipeline.plan.runtime.runtime
-                    if pipeline.plan is not None and pipeline.plan.runtime is not None else None),
+        "runtime": plan.runtime.runtime if plan is not None and plan.runtime else None,
         **agreement.as_dict(),
-        "max_input_diff": round(diffs.max, 4), "mean_input_diff": round(diffs.mean, 5),
-        "frames_with_detections_reference": sum(len(d) > 0 for d in reference.values()),
-        "frames_with_detections_pipeline": sum(len(d) > 0 for i, d in sink.detections.items()
-                                               if i in reference),
+        "max_input_diff": round(tap.diffs.max, 4), "mean_input_diff": round(tap.diffs.mean, 5),
+        "frames_with_detections_reference": sum(len(d) > 0 for d in tap.reference.values()),
+        "frames_with_detections_pipeline": sum(len(d) > 0 for i, d in found.items()
+                                               if i in tap.reference),
     }
-    if fp32 is not None:
+    if tap.fp32 is not None:
         versus = Agreement()
-        for index in sorted(against_fp32):
-            versus.add(against_fp32[index], sink.detections.get(index))
+        for index in sorted(tap.against_fp32):
+            versus.add(tap.against_fp32[index], found.get(index))
         report["fp32"] = {"file": spec.file, **versus.as_dict()}
     return report
 

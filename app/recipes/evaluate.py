@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from app.run.runner import run_files, stream_ids
+from app.run.runner import run_files
+from app.run.sources import stream_ids
 from models.data import boxes_path, load_boxes
 from models.evaluate import Accuracy, FrameTruth, mean_average_precision
 from models.spec import ModelSpec

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from app.run.runner import run_files, stream_ids
+from app.run.runner import run_files
+from app.run.sources import stream_ids
 from models.spec import ModelSpec
 from models.tracking_data import mot_truth_path
 from pipelines.analytics.config import LineConfig

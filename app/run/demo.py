@@ -12,7 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from pipelines.sources.synthetic import load_truth, make_demo_clip, make_hard_clip, truth_path
+from pipelines.synthetic.demo import make_demo_clip
+from pipelines.synthetic.hard import make_hard_clip
+from pipelines.synthetic.truth import load_truth, truth_path
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from typing import Any
 
 from app.outputs.config import EventsConfig
 from app.outputs.event_outputs import check_webhooks
-from app.run.runner import RunOutputs, run_files
+from app.run.outputs import RunOutputs
+from app.run.runner import run_files
 from models.zoo import resolve_model
 from pipelines.analytics.config import from_flags
 from pipelines.errors import ConfigError

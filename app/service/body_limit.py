@@ -1,7 +1,7 @@
 """A request body limit, enforced before the application reads a byte of the body.
 
 FastAPI parses a route's body before its dependencies run, so without this a 200 MB POST is
-read whole before the token check refuses it (RSS 466 -> 1025 MB for one request). A body
+read whole, into memory, before the token check refuses it. A body
 that declares more than the limit (``Content-Length``) is refused with 413 unread; one sent
 without a length (chunked) is read up to the limit and refused as soon as it passes it. A
 body within the limit is handed to the application as it came.

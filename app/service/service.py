@@ -17,17 +17,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.errors import SourceRejected, StreamExists, StreamLimit, TrackerFixed, UnknownStream
+from app.errors import SourceRejected, StreamExists, StreamLimit, UnknownStream
 from app.hosts import check_camera_host
 from app.outputs.event_outputs import check_webhooks
-from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig, analytics_config
+from app.service.analytics import update_analytics
+from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.detectors import Detectors
 from app.service.event_feed import EventFeed
 from app.service.events import ServiceEvents
 from app.service.results import StreamOutputs
 from app.service.streams import StreamState, admit, check_stream_model, resolve_source
 from models.zoo import resolve_model
-from pipelines.analytics.config import TrackerSettings
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.events.ring import PacketRing, RecordingSource
 from pipelines.gpu_metrics import GpuSampler, gpu_sampler_for
@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 
 class Service:
+    """The streams of one process, their shared detectors, event outputs and GPU gauges."""
+
     def __init__(self, config: ServiceConfig, metrics: PipelineMetrics,
                  instance: str | None = None) -> None:
         """``instance``: this process's name among several of one service (a cluster's
@@ -234,29 +236,10 @@ class Service:
         """A stream's lines and zones from now on (and a tracker, for a stream without one);
         its tracker and detection interval are its own while it runs."""
         stream = self.stream(stream_id)
-        current = stream.analytics
-        if current is None:
-            config = analytics_config(update.track, update.lines, update.zones)
-            if config is None:
-                return stream
-            fps = float(getattr(stream.source, "fps", 0) or 30.0)
-            stream.analytics = StreamAnalytics(stream_id, config, stream.detector.spec, fps,
-                                               self.metrics)
-            stream.detector.analytics[stream_id] = stream.analytics
-        else:
-            kind = update.track.kind if isinstance(update.track, TrackerSettings) \
-                else update.track
-            if kind is not None and kind != current.config.track.kind:
-                raise TrackerFixed(f"stream {stream_id!r} tracks with "
-                                   f"{current.config.track.kind}: a running stream's tracker "
-                                   "stays (remove and add the stream to change it)")
-            config = analytics_config(current.config.track, update.lines, update.zones,
-                                      current.config.detect_every)
-            if config is not None:
-                current.reconfigure(config)
-        self.feed.emit({"type": "stream", "stream": stream.shown()})
-        log.info("stream %s: %d line(s), %d zone(s)", stream_id, len(update.lines),
-                 len(update.zones))
+        if update_analytics(stream, update, self.metrics):
+            self.feed.emit({"type": "stream", "stream": stream.shown()})
+            log.info("stream %s: %d line(s), %d zone(s)", stream_id, len(update.lines),
+                     len(update.zones))
         return stream
 
     async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> dict[str, Any]:

@@ -18,7 +18,7 @@ with non-blocking copies and waits once, where the results leave the GPU.
 
 Memory and streams are torch's: TensorRT and torch share the device's primary CUDA context.
 
-UNVERIFIED: TensorRT cannot be carried to the lent GPU, so this module has not run; every
+UNVERIFIED: no GPU it was tried on had TensorRT, so this module has not run; every
 name it takes from TensorRT is checked against the real 11.4 bindings (``tests/gpu_api``), and
 its test skips where ``tensorrt`` is missing.
 """

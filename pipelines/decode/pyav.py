@@ -10,10 +10,9 @@ reference preprocessing does, done here: FFmpeg converts to full-size RGB, and o
 ``cv2.resize`` with the card's filter shrinks it, from FFmpeg's own buffer (no copy); the
 pixels are the reference's, bit for bit. ``scaler="ffmpeg"`` has ``sws_scale`` convert and
 shrink in one pass instead: cheaper, but FFmpeg's filters are not OpenCV's (its bilinear
-averages when it shrinks, and it scales the chroma planes on their own): on the harder demo
-clip the model input differs from the reference's by up to 151 grey levels (mean 1.5) and
-17 % of frames get other boxes (docs/MODELS.md, "What the model sees"), so it is used only
-when the user asks for it (``--ffmpeg-resize``, ``build.py``).
+averages when it shrinks, and it scales the chroma planes on their own), so the model sees
+other pixels and some frames get other boxes (measured: docs/MODELS.md, "What the model
+sees"); it is used only when the user asks for it (``--ffmpeg-resize``, ``build.py``).
 
 With ``lazy`` (a live stream), a picture is converted only when a stage asks for it
 (``Frame.materialize``, when it is prepared): most of a busy camera's frames are replaced by

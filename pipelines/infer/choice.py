@@ -43,7 +43,7 @@ from pipelines.postprocess.agreement import Agreement
 from pipelines.postprocess.yolo import decode_outputs
 from pipelines.preprocess.reference import reference_input, reference_picture
 from pipelines.sources.media import METADATA_ERRORS
-from pipelines.sources.synthetic import PHOTOS, load_photo
+from pipelines.synthetic.photos import PHOTOS, load_photo
 from pipelines.threads import ThreadPlan, planned_session, time_infer
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ tensor was written and CV-CUDA runs (CV-CUDA's ``Stream`` docs: it orders its fi
 after the named stream, here a no-op).
 
 UNVERIFIED: written against CV-CUDA's Python API (python/mod_cvcuda Op*.cpp bindings) but
-never run: CV-CUDA cannot be carried to the lent GPU. ``tests/gpu/test_preprocess_gpu.py``
+never run: no GPU it was tried on had CV-CUDA. ``tests/gpu/test_preprocess_gpu.py``
 compares it with OpenCVPreprocessor where CV-CUDA is installed.
 """
 

@@ -2,8 +2,8 @@
 
 The sink only keeps the newest result (at most one every ``interval_s``); the JPEG is drawn
 and encoded when someone reads it, once per kept result. Encoding every stream's frame as it
-passed was the shared detector's bottleneck at 16 streams (the sink thread busy 64 % of the
-time, most of it on JPEGs nobody looked at): a stream nobody watches now costs nothing.
+passed made the sink thread the shared detector's bottleneck with many streams, most of it on
+JPEGs nobody looked at: a stream nobody watches costs nothing.
 """
 
 from __future__ import annotations

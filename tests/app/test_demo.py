@@ -5,7 +5,8 @@ import json
 import pytest
 
 from app.run.demo import PersonScore, score_person_frames
-from pipelines.sources.synthetic import load_truth, make_demo_clip
+from pipelines.synthetic.demo import make_demo_clip
+from pipelines.synthetic.truth import load_truth
 from tests.support.cli import vidpipe
 
 

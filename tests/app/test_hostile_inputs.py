@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from app.service.api import create_app
 from app.service.config import ServiceConfig
 from pipelines.sources.file import FileSource
-from pipelines.sources.synthetic import make_test_clip
+from pipelines.synthetic.rectangles import make_test_clip
 from tests.support.api import LOCAL
 from tests.support.cli import vidpipe
 from tests.support.media import remux

@@ -15,7 +15,8 @@ from models.zoo import resolve_model
 from pipelines.frame import Detections
 from pipelines.postprocess.agreement import Agreement, pair_boxes
 from pipelines.preprocess.reference import MAX_DIFF_TOLERANCE, MEAN_DIFF_TOLERANCE
-from pipelines.sources.synthetic import load_truth, make_hard_clip
+from pipelines.synthetic.hard import make_hard_clip
+from pipelines.synthetic.truth import load_truth
 from tests.support.cli import vidpipe
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.run.runner import stream_ids
+from app.run.sources import stream_ids
 from tests.rtsp_fixtures import free_port
 from tests.support.cli import vidpipe
 

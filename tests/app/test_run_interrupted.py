@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.sources.synthetic import make_test_clip
+from pipelines.synthetic.rectangles import make_test_clip
 from tests.support.cli import vidpipe
 
 

@@ -52,7 +52,7 @@ def agreement_rows(table: Table, media: Path, plan: Plan) -> None:
     from pipelines.gpu_metrics import BackendReport
     from pipelines.options import PipelineOptions
     from pipelines.preprocess.torch_cuda import TorchPreprocessor
-    from pipelines.sources.synthetic import make_test_clip
+    from pipelines.synthetic.rectangles import make_test_clip
     from tests.gpu.agreement import (
         agreement,
         run_cpu_pipeline,
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add("GPU", "none", "torch finds no CUDA device")
         print(table.render())
         return 1
-    from pipelines.sources.synthetic import make_test_clip
+    from pipelines.synthetic.rectangles import make_test_clip
 
     with tempfile.TemporaryDirectory(prefix="vidpipe-bench-") as tmp:
         media = Path(tmp)

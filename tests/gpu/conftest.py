@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipelines.sources.synthetic import make_test_clip
+from pipelines.synthetic.rectangles import make_test_clip
 from tests.gpu.agreement import write_rectangle_model
 
 CLIP_SIZE = (640, 360)

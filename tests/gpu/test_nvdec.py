@@ -16,7 +16,7 @@ from pipelines.decode.nvdec import AnnexB, NvdecDecoder, nv12_to_rgb, rgb_image
 from pipelines.decode.pyav import PyAVDecoder
 from pipelines.errors import DecodeError, DeviceError
 from pipelines.sources.file import FileSource
-from pipelines.sources.synthetic import make_test_clip
+from pipelines.synthetic.rectangles import make_test_clip
 from tests.gpu.agreement import need
 
 START_CODES = (b"\x00\x00\x00\x01", b"\x00\x00\x01")

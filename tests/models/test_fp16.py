@@ -13,7 +13,7 @@ from models.errors import ModelError
 from models.fp16 import to_fp16
 from models.zoo import resolve_model
 from pipelines.preprocess.reference import reference_input
-from pipelines.sources.synthetic import natural_picture
+from pipelines.synthetic.photos import natural_picture
 
 
 def session(data) -> ort.InferenceSession:

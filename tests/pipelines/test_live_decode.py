@@ -17,8 +17,8 @@ from pipelines.decode.stage import DecodeStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.sources.clock import ArrivalClock
 from pipelines.sources.paced import PacedFileSource
-from pipelines.sources.synthetic import make_test_clip
 from pipelines.stage import run_stage
+from pipelines.synthetic.rectangles import make_test_clip
 from tests.support.fakes import drain
 
 

@@ -18,7 +18,7 @@ from pipelines.preprocess.reference import (
     reference_picture,
 )
 from pipelines.preprocess.torch_cuda import TorchPreprocessor
-from pipelines.sources.synthetic import natural_picture
+from pipelines.synthetic.photos import natural_picture
 
 SPECS = {
     "ssd-uint8-nhwc": InputSpec(width=300, height=300, layout="NHWC", dtype="uint8"),

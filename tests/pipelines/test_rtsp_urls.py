@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipelines.errors import ConfigError
-from pipelines.sources.rtsp import Backoff, RtspSource
+from pipelines.sources.backoff import Backoff
+from pipelines.sources.rtsp import RtspSource
 from pipelines.sources.url import redact, redact_text, validate_rtsp_url
 
 SECRET = "s3cr3t-Pa55"

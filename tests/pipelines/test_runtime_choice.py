@@ -23,7 +23,7 @@ from pipelines.infer.choice import FILE_FRAMES, open_cpu_runtime, probe_inputs
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.postprocess.agreement import Agreement
-from pipelines.sources.synthetic import PHOTOS
+from pipelines.synthetic.photos import PHOTOS
 from tests.support.fakes import ListSink
 from tests.support.requires import require_module
 

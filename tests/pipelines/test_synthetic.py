@@ -10,16 +10,10 @@ import av
 import numpy as np
 import pytest
 
-from pipelines.sources.synthetic import (
-    NON_PERSON_PHOTOS,
-    PERSON_PHOTOS,
-    load_truth,
-    make_demo_clip,
-    make_test_clip,
-    photo_has_person,
-    plan_shots,
-    truth_path,
-)
+from pipelines.synthetic.demo import make_demo_clip, plan_shots
+from pipelines.synthetic.photos import NON_PERSON_PHOTOS, PERSON_PHOTOS, photo_has_person
+from pipelines.synthetic.rectangles import make_test_clip
+from pipelines.synthetic.truth import load_truth, truth_path
 
 
 def decode_all(path: Path) -> list[np.ndarray]:

@@ -3,7 +3,8 @@ under ``TYPE_CHECKING`` alike), module sizes, and function sizes. ``tests/test_l
 holds the rules; ``python -m tests.support.layout`` prints the figures.
 
 A function's size is its body's: from its first statement after the docstring to its last
-line, so a typer command's parameter list (its options) does not count.
+line, so a typer command's parameter list (its options) does not count; ``main`` lists the
+functions that this exempts. Import counts are statements (one per module and line).
 """
 
 from __future__ import annotations
@@ -117,10 +118,27 @@ def cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
     return found
 
 
+def package_imports() -> dict[tuple[str, str], int]:
+    """Import statements between the three packages: (importer's, imported's) -> count."""
+    counts: dict[tuple[str, str], set[tuple[str, int]]] = defaultdict(set)
+    for name, path in modules():
+        for found in imports(name, path):
+            a, b = name.split(".")[0], found.imported.split(".")[0]
+            if a != b:
+                counts[(a, b)].add((name, found.line))
+    return {edge: len(lines) for edge, lines in counts.items()}
+
+
+def statements(found: list[Import]) -> int:
+    """How many import statements ``found`` comes from (one per module and line)."""
+    return len({(f.importer, f.line) for f in found})
+
+
 @dataclass(frozen=True, slots=True)
 class FunctionSize:
     where: str  # path:line name
     body: int  # lines from the first statement after the docstring to the end
+    whole: int  # lines from ``def`` to the end: signature and docstring included
 
 
 def function_sizes() -> list[FunctionSize]:
@@ -136,8 +154,10 @@ def function_sizes() -> list[FunctionSize]:
                     body = body[1:]
                 first = body[0].lineno
                 assert node.end_lineno is not None
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 sizes.append(FunctionSize(f"{path.relative_to(REPO)}:{node.lineno} {node.name}",
-                                          node.end_lineno - first + 1))
+                                          node.end_lineno - first + 1,
+                                          node.end_lineno - start + 1))
     return sizes
 
 
@@ -150,17 +170,22 @@ def main() -> None:
     edges = app_graph()
     print("app's parts and their imports (top-level / in functions / type-checking):")
     for (a, b), found in sorted(edges.items()):
-        kinds = [sum(1 for f in found if f.kind == k) for k in ("top", "function",
-                                                                 "type-checking")]
+        kinds = [statements([f for f in found if f.kind == k])
+                 for k in ("top", "function", "type-checking")]
         up = " UP" if layer_of(b) < layer_of(a) else ""
         print(f"  {a:>8} -> {b:<8} {kinds[0]:3d} {kinds[1]:3d} {kinds[2]:3d}{up}")
     print("cycles:", cycles(set(edges)) or "none")
+    print("import statements between packages:", dict(sorted(package_imports().items())))
     sizes = module_sizes()
     print("modules:", len(sizes), "over 300 lines:",
           sorted((n, p) for p, n in sizes.items() if n > 300) or "none")
     bodies = function_sizes()
     print("functions:", len(bodies), "bodies over 40 lines:",
           sorted(((f.body, f.where) for f in bodies if f.body > 40), reverse=True) or "none")
+    print("over 40 lines only with their signature and docstring (exempt):")
+    for f in sorted(bodies, key=lambda f: f.where):
+        if f.whole > 40 >= f.body:
+            print(f"  {f.where}: {f.whole} lines, body {f.body}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""A run's sources: each opened once, for the whole run (a file, played as a camera with
+``live``; a camera, connected once before the first frame), and each given an id from its
+file name or camera path."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from pipelines.metrics import PipelineMetrics
+from pipelines.sources.file import FileSource
+from pipelines.sources.paced import PacedFileSource
+from pipelines.sources.rtsp import RtspSource
+
+log = logging.getLogger(__name__)
+
+Location = str | Path  # a video file, or a camera's rtsp:// URL
+
+
+def is_url(location: Location) -> bool:
+    return "://" in str(location)
+
+
+def _base_id(location: Location) -> str:
+    """A file's stem; a camera URL's last path segment, else its host (never its password)."""
+    if not is_url(location):
+        return Path(location).stem
+    rest = str(location).split("://", 1)[1].split("?", 1)[0].split("#", 1)[0]
+    host, _, path = rest.rpartition("@")[2].partition("/")
+    name = path.rstrip("/").rpartition("/")[2] or host.partition(":")[0]
+    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in name)
+
+
+def stream_ids(locations: Sequence[Location]) -> list[str]:
+    """One id per source from its file name or camera path, made unique (clip, clip-2, ...)."""
+    ids: list[str] = []
+    for location in locations:
+        base = _base_id(location) or "stream"
+        candidate, n = base, 1
+        while candidate in ids:
+            n += 1
+            candidate = f"{base}-{n}"
+        ids.append(candidate)
+    return ids
+
+
+def open_sources(locations: Sequence[Location], ids: Sequence[str], stack: ExitStack,
+                 metrics: PipelineMetrics, *, live: bool = False) -> dict[str, Any]:
+    """Each source opened once, for the whole run (closed by ``stack``, if the pipeline has
+    not closed it already): a file (played as a camera with ``live``), or a camera, connected
+    once now. SourceError for a bad file or a camera that cannot be reached."""
+    sources: dict[str, Any] = {}
+    for location, sid in zip(locations, ids, strict=True):
+        if is_url(location):
+            on_state, on_reconnect = _camera_callbacks(metrics, sid)
+            camera = stack.enter_context(RtspSource(str(location), sid, on_state=on_state,
+                                                    on_reconnect=on_reconnect))
+            camera.connect()
+            sources[sid] = camera
+        else:
+            kind = PacedFileSource if live else FileSource
+            sources[sid] = stack.enter_context(kind(Path(location), sid))
+        log.info("%s", sources[sid].describe())
+    return sources
+
+
+def _camera_callbacks(metrics: PipelineMetrics, sid: str,
+                      ) -> tuple[Callable[[str], None], Callable[[], None]]:
+    """What a camera reports, into ``vidpipe_stream_up`` and the reconnect counter."""
+    def on_state(state: str) -> None:
+        metrics.set_stream_up(sid, state == "up")
+
+    def on_reconnect() -> None:
+        metrics.count_reconnect(sid)
+
+    return on_state, on_reconnect

@@ -1,0 +1,37 @@
+"""A running stream's analytics changed through the API: lines and zones at any time, a
+tracker for a stream that has none; a stream's tracker itself stays while it runs."""
+
+from __future__ import annotations
+
+from app.errors import TrackerFixed
+from app.service.config import AnalyticsUpdate, analytics_config
+from app.service.streams import StreamState
+from pipelines.analytics.config import TrackerSettings
+from pipelines.analytics.stream import StreamAnalytics
+from pipelines.metrics import PipelineMetrics
+
+
+def update_analytics(stream: StreamState, update: AnalyticsUpdate,
+                     metrics: PipelineMetrics) -> bool:
+    """Apply ``update`` to ``stream``; False where it asks for nothing (no tracker, no line,
+    no zone) on a stream that has no analytics. TrackerFixed (409) for another tracker."""
+    current = stream.analytics
+    if current is None:
+        config = analytics_config(update.track, update.lines, update.zones)
+        if config is None:
+            return False
+        assert stream.detector is not None, "a running stream has its detector"
+        fps = float(getattr(stream.source, "fps", 0) or 30.0)
+        stream.analytics = StreamAnalytics(stream.id, config, stream.detector.spec, fps, metrics)
+        stream.detector.analytics[stream.id] = stream.analytics
+        return True
+    kind = update.track.kind if isinstance(update.track, TrackerSettings) else update.track
+    if kind is not None and kind != current.config.track.kind:
+        raise TrackerFixed(f"stream {stream.id!r} tracks with {current.config.track.kind}: a "
+                           "running stream's tracker stays (remove and add the stream to "
+                           "change it)")
+    config = analytics_config(current.config.track, update.lines, update.zones,
+                              current.config.detect_every)
+    if config is not None:
+        current.reconfigure(config)
+    return True
