@@ -115,6 +115,7 @@ class Frame:
     # with --detect-every N: the frames before this one the model does not see, which travel
     # with it (the tracker gives their boxes); each counts as a frame of its own
     riders: list[Frame] = field(default_factory=list)
+    gap_s: float | None = None  # the first frame after a camera was away: for how long
 
     def materialize(self) -> None:
         """Make ``image`` now if it was left to be made (``load``); the preparing stage calls

@@ -11,12 +11,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 
 from pipelines.samples import Quantiles, Samples
+from pipelines.series import SeriesByLabels
 
 OUTCOMES: tuple[str, ...] = (
     "processed", "dropped_full", "dropped_stale", "dropped_stopped", "decode_error",
@@ -52,7 +52,8 @@ class PipelineMetrics:
         self._service_families()
         # every labelled metric whose first label is the stream: forget_stream drops them
         self._per_stream = (self._frames_by, self._latency_by, self._detections_by,
-                            self._up_by, self._reconnects_by, self._sink_errors_by,
+                            self._up_by, self._state_by, self._gaps_by, self._gap_seconds_by,
+                            self._reconnects_by, self._sink_errors_by,
                             self._crossings_by, self._zone_events_by, self._occupancy_by)
         # the figures kept in memory, for the CLI's tables, summary.json and /api/stats
         self.stage_work: dict[str, Samples] = defaultdict(self._samples)
@@ -62,6 +63,7 @@ class PipelineMetrics:
         self.batch_sizes: Counter[int] = Counter()
         self.received: Counter[str] = Counter()
         self.outcomes: dict[str, Counter[str]] = defaultdict(Counter)
+        self.gaps: dict[str, tuple[int, float]] = {}  # stream -> (gaps, seconds without frames)
         self.channel_depths: dict[str, tuple[Callable[[], float], int]] = {}
         self.model_loads: Counter[tuple[str, str]] = Counter()
         self.events: Counter[tuple[str, str]] = Counter()  # (sink, outcome) -> events
@@ -80,8 +82,8 @@ class PipelineMetrics:
                                registry=r)
         self._batch = Histogram("vidpipe_batch_size", "Frames per inference batch", registry=r,
                                 buckets=_BATCH_BUCKETS)
-        self._stage_by = _Children(self._stage)
-        self._wait_by = _Children(self._wait)
+        self._stage_by = SeriesByLabels(self._stage)
+        self._wait_by = SeriesByLabels(self._wait)
 
     def _stream_families(self) -> None:
         r = self.registry
@@ -93,16 +95,27 @@ class PipelineMetrics:
                                        ["stream", "class_name"], registry=r)
         self._up = Gauge("vidpipe_stream_up", "1 while the stream delivers frames", ["stream"],
                          registry=r)
+        self._state = Gauge("vidpipe_stream_state", "1 for the state a stream is in (connecting, "
+                            "up, reconnecting, unreachable, error, restarting, stopped, "
+                            "failed)", ["stream", "state"], registry=r)
+        self._gaps = PromCounter("vidpipe_stream_gaps_total", "Times a camera came back after "
+                                 "being away (a gap in its timeline)", ["stream"], registry=r)
+        self._gap_seconds = PromCounter("vidpipe_stream_gap_seconds_total", "Seconds a "
+                                        "camera's timeline had no frames, over its gaps",
+                                        ["stream"], registry=r)
         self._reconnects = PromCounter("vidpipe_stream_reconnects_total", "Reconnections of a "
                                        "stream's source", ["stream"], registry=r)
         self._sink_errors = PromCounter("vidpipe_sink_errors_total", "Results a stream's sink "
                                         "failed to take", ["stream", "sink"], registry=r)
-        self._frames_by = _Children(self._frames)
-        self._latency_by = _Children(self._latency)
-        self._detections_by = _Children(self._detections)
-        self._up_by = _Children(self._up)
-        self._reconnects_by = _Children(self._reconnects)
-        self._sink_errors_by = _Children(self._sink_errors)
+        self._frames_by = SeriesByLabels(self._frames)
+        self._latency_by = SeriesByLabels(self._latency)
+        self._detections_by = SeriesByLabels(self._detections)
+        self._up_by = SeriesByLabels(self._up)
+        self._state_by = SeriesByLabels(self._state)
+        self._gaps_by = SeriesByLabels(self._gaps)
+        self._gap_seconds_by = SeriesByLabels(self._gap_seconds)
+        self._reconnects_by = SeriesByLabels(self._reconnects)
+        self._sink_errors_by = SeriesByLabels(self._sink_errors)
 
     def _analytics_families(self) -> None:
         r = self.registry
@@ -114,9 +127,9 @@ class PipelineMetrics:
                                         ["stream", "zone", "type"], registry=r)
         self._occupancy = Gauge("vidpipe_zone_occupancy", "Confirmed tracks inside a zone",
                                 ["stream", "zone"], registry=r)
-        self._crossings_by = _Children(self._crossings)
-        self._zone_events_by = _Children(self._zone_events)
-        self._occupancy_by = _Children(self._occupancy)
+        self._crossings_by = SeriesByLabels(self._crossings)
+        self._zone_events_by = SeriesByLabels(self._zone_events)
+        self._occupancy_by = SeriesByLabels(self._occupancy)
 
     def _service_families(self) -> None:
         r = self.registry
@@ -127,7 +140,7 @@ class PipelineMetrics:
         self._events = PromCounter("vidpipe_events_total", "Events by sink and outcome (sent, "
                                    "retried, dropped: given up, in the dead-letter file)",
                                    ["sink", "outcome"], registry=r)
-        self._events_by = _Children(self._events)
+        self._events_by = SeriesByLabels(self._events)
 
     def _samples(self) -> Samples:
         return Samples(self._window)
@@ -212,6 +225,14 @@ class PipelineMetrics:
     def set_stream_up(self, stream: str, up: bool) -> None:
         self._up_by(stream).set(1.0 if up else 0.0)
 
+    def set_stream_state(self, stream: str, state: str) -> None:
+        """The stream's state as ``vidpipe_stream_state{state} 1`` (one series per stream, the
+        state it is in) and ``vidpipe_stream_up``: from the moment a stream is added, so a
+        camera that never came up is down on ``/metrics`` too."""
+        self._state_by.forget(stream)
+        self._state_by(stream, state).set(1.0)
+        self.set_stream_up(stream, state == "up")
+
     def forget_stream(self, stream: str) -> None:
         """A stream removed on purpose: its series leave ``/metrics`` (Prometheus keeps what
         it scraped; a stream that is gone is not one that is down) and its window of latency
@@ -228,6 +249,15 @@ class PipelineMetrics:
         with self._lock:
             self.received.pop(stream, None)
             self.outcomes.pop(stream, None)
+            self.gaps.pop(stream, None)
+
+    def count_gap(self, stream: str, seconds: float) -> None:
+        """A camera came back after ``seconds`` without frames (``StreamTimeline``)."""
+        self._gaps_by(stream).inc()
+        self._gap_seconds_by(stream).inc(seconds)
+        with self._lock:
+            count, total = self.gaps.get(stream, (0, 0.0))
+            self.gaps[stream] = (count + 1, total + seconds)
 
     def count_reconnect(self, stream: str) -> None:
         self._reconnects_by(stream).inc()
@@ -258,27 +288,3 @@ class PipelineMetrics:
         """Frames received but neither emitted nor dropped: 0 once a stream has finished."""
         with self._lock:
             return self.received[stream] - sum(self.outcomes[stream].values())
-
-
-class _Children:
-    """A labelled metric's children by label values, each made once; a stream's are removed
-    with ``forget`` when the stream is."""
-
-    def __init__(self, metric: Any) -> None:
-        self._metric = metric
-        self._children: dict[tuple[str, ...], Any] = {}
-
-    def __call__(self, *values: str) -> Any:
-        child = self._children.get(values)
-        if child is None:  # two threads may both get here: labels() returns the same child
-            child = self._children[values] = self._metric.labels(*values)
-        return child
-
-    def forget(self, first: str) -> None:
-        """Remove every child whose first label value is ``first``."""
-        for values in [v for v in list(self._children) if v[0] == first]:
-            self._children.pop(values, None)
-            try:
-                self._metric.remove(*values)
-            except KeyError:
-                pass

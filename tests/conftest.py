@@ -10,6 +10,9 @@ from tests.support.requires import required, unavailable
 # Runs in the tests (and the processes they start) keep their plans in a cache of their own:
 # never the user's, and fresh for every session.
 os.environ["VIDPIPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="vidpipe-test-cache-")
+# What services started outside a test (a module's fixture) remember: never the repository's
+# ``state/``; each test gets a folder of its own (``_state_dir_of_its_own``).
+os.environ["VIDPIPE_STATE_DIR"] = tempfile.mkdtemp(prefix="vidpipe-test-state-")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -27,6 +30,14 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if item.get_closest_marker("gpu") is not None:
                 item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _state_dir_of_its_own(tmp_path, monkeypatch):
+    """Each test's services remember their streams and events in a folder of the test's own
+    (``state_dir``'s default follows VIDPIPE_STATE_DIR): never the repository's ``state/``,
+    and nothing carried from one test to the next."""
+    monkeypatch.setenv("VIDPIPE_STATE_DIR", str(tmp_path / "state"))
 
 
 @pytest.fixture(scope="session")

@@ -69,9 +69,10 @@ def open_sources(locations: Sequence[Location], ids: Sequence[str], stack: ExitS
 
 def _camera_callbacks(metrics: PipelineMetrics, sid: str,
                       ) -> tuple[Callable[[str], None], Callable[[], None]]:
-    """What a camera reports, into ``vidpipe_stream_up`` and the reconnect counter."""
+    """What a camera reports, into ``vidpipe_stream_state``, ``vidpipe_stream_up`` and the
+    reconnect counter."""
     def on_state(state: str) -> None:
-        metrics.set_stream_up(sid, state == "up")
+        metrics.set_stream_state(sid, state)
 
     def on_reconnect() -> None:
         metrics.count_reconnect(sid)

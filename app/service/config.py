@@ -60,6 +60,15 @@ class AnalyticsUpdate(CheckedBody):
     lines: list[LineConfig] = Field(default_factory=list, max_length=64)
     zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
 
+    def applied_to(self, cfg: StreamConfig) -> StreamConfig:
+        """``cfg`` as the stream runs after this update: its lines and zones replaced, its
+        tracker its own (or this update's, or ByteTrack, once it has lines or zones)."""
+        track = cfg.track or self.track
+        if track is None and (self.lines or self.zones):
+            track = "bytetrack"
+        return cfg.model_copy(update={"track": track, "lines": self.lines,
+                                      "zones": self.zones})
+
 
 def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[LineConfig],
                      zones: list[ZoneConfig], detect_every: int = 1) -> AnalyticsConfig | None:
@@ -94,9 +103,18 @@ class ServiceConfig(PipelineSettings):
     # where a stream added over the API may name a model by path (zoo names always work)
     model_roots: list[Path] = Field(default_factory=list)
     stall_timeout_s: float = Field(default=5.0, gt=0)
+    # a camera not up for this long shows unreachable or error, with the reason
+    camera_down_after_s: float = Field(default=5.0, gt=0)
     snapshot_interval_s: float = Field(default=0.5, gt=0)
     results_dir: Path | None = Path("results")  # <results_dir>/<stream>/detections.jsonl
     results_rotate_mb: float = Field(default=64.0, gt=0)
+    # rotated results and events files are removed past these (the current ones never)
+    results_retain_hours: float = Field(default=168.0, gt=0)
+    results_retain_mb: float = Field(default=4096.0, gt=0)
+    # what the service remembers across restarts (streams added or changed over the API, the
+    # events index): <state_dir>/vidpipe.db; null: nothing, the process's life only
+    state_dir: Path | None = Field(default_factory=lambda: Path(
+        os.environ.get("VIDPIPE_STATE_DIR") or "state"))
     streams: list[StreamConfig] = Field(default_factory=list)
     # where the tracked streams' events go (each stream's events.jsonl always; MQTT and
     # webhooks where set), the objects' snapshots and clips

@@ -1,7 +1,8 @@
 """The service's events: one set of outputs for every stream (each stream's
-``<results_dir>/<id>/events.jsonl``, MQTT and webhooks from the ``events:`` block, the recent
-events the API and the dashboard show), one media writer for the objects' snapshots and clips
-(served as ``/api/events/{id}/snapshot.jpg`` and ``/clip.mp4``), and an EventSink per stream.
+``<results_dir>/<id>/events.jsonl``, MQTT and webhooks from the ``events:`` block, the index
+in the service's store that the API and the dashboard list), one media writer for the
+objects' snapshots and clips (served as ``/api/events/{id}/snapshot.jpg`` and ``/clip.mp4``),
+and an EventSink per stream.
 
 Made when the service starts and closed after its streams have drained: the live objects
 have ended by then, their media are written and their ``end`` published, and each network
@@ -10,13 +11,12 @@ sink delivers what it holds (or dead-letters it) before the service exits.
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from app.outputs.event_outputs import EventOutputs, close_in_turn
 from app.service.config import ServiceConfig
+from app.service.store import ServiceStore
 from models.spec import ModelSpec
 from pipelines.events.files import EventFiles
 from pipelines.events.media import MediaStore
@@ -25,7 +25,7 @@ from pipelines.events.sink import EventOutput, EventSink, MediaWriter
 from pipelines.metrics import PipelineMetrics
 
 MB = 1024 * 1024
-RECENT = 200
+RECENT = 200  # the most events one page of /api/events/recent lists
 
 
 def api_path(kind: str, event_id: str, stream: str) -> str:
@@ -35,40 +35,33 @@ def api_path(kind: str, event_id: str, stream: str) -> str:
             "clean": f"/api/events/{event_id}/snapshot.jpg?clean=true"}[kind]
 
 
-class RecentEvents:
-    """The last RECENT events, newest last, and each one handed to ``on_event`` (the API's
-    event feed; called on the publishing thread)."""
+class EventIndex:
+    """Every event of the service's streams indexed in its store (the recent list, the
+    review page), and handed to ``on_event`` (the API's event feed; called on the
+    publishing thread)."""
 
-    name = "recent"
+    name = "index"
 
-    def __init__(self, on_event: Callable[[dict[str, Any]], None]) -> None:
-        self._events: deque[dict[str, Any]] = deque(maxlen=RECENT)
-        self._lock = threading.Lock()
+    def __init__(self, store: ServiceStore, on_event: Callable[[dict[str, Any]], None]) -> None:
+        self.store = store  # pruned by the service's Housekeeper (app.service.retention)
         self._on_event = on_event
 
     def publish(self, event: dict[str, Any]) -> None:
-        with self._lock:
-            self._events.append(event)
+        self.store.add_event(event)
         self._on_event(event)
 
     def publish_state(self, stream: str, state: dict[str, Any]) -> None:
         """The API reads a stream's counts from its analytics."""
 
-    def latest(self, limit: int, stream: str | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit`` events (of ``stream``), newest first."""
-        with self._lock:
-            events = [e for e in self._events if stream is None or e["stream"] == stream]
-        return events[::-1][:limit]
-
 
 class ServiceEvents:
     def __init__(self, config: ServiceConfig, metrics: PipelineMetrics,
-                 on_event: Callable[[dict[str, Any]], None],
+                 on_event: Callable[[dict[str, Any]], None], store: ServiceStore,
                  instance: str | None = None) -> None:
         self.settings = config.events
         self.metrics = metrics
-        self.recent = RecentEvents(on_event)
-        first: list[EventOutput] = [self.recent]
+        self.index = EventIndex(store, on_event)
+        first: list[EventOutput] = [self.index]
         self.files: EventFiles | None = None
         if config.results_dir is not None:
             self.files = EventFiles(config.results_dir, int(config.results_rotate_mb * MB),

@@ -10,6 +10,7 @@ A stream that does not exist is ``UnknownStream`` (404); what a host refuses is 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 from pathlib import Path
@@ -20,10 +21,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 from app.errors import WorkersFixed
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.event_feed import EventFeed
+from app.service.remembered import RememberedStreams
 from app.service.schemas import Stats, Stream, Worker
 from app.service.service import Service
 from app.service.stats import stats
+from app.service.store import EventQuery, ServiceStore
+from models.errors import VidpipeError
 from pipelines.metrics import PipelineMetrics
+
+log = logging.getLogger(__name__)
 
 LOCAL = "local"  # the one worker of a service in one process
 
@@ -67,7 +73,8 @@ class StreamHost(Protocol):
 
     async def metrics_text(self) -> bytes: ...
 
-    async def recent_events(self, limit: int, stream: str | None) -> list[dict[str, Any]]: ...
+    async def recent_events(self, query: EventQuery) -> list[tuple[float, int, dict[str, Any]]]:
+        ...
 
     async def event_media(self, event_id: str, kind: str) -> Path | bytes | None: ...
 
@@ -89,14 +96,17 @@ class LocalResults:
 
 
 class LocalHost:
-    """The service in this process (``app.service.service``)."""
+    """The service in this process (``app.service.service``), and the streams it remembers
+    across restarts (``app.service.remembered``)."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
+        self.remembered = RememberedStreams(service.store)
+        self._restored = False
 
     @property
     def ready(self) -> bool:
-        return self.service.ready
+        return self.service.ready and self._restored
 
     @property
     def feed(self) -> EventFeed:
@@ -104,9 +114,26 @@ class LocalHost:
 
     async def start(self) -> None:
         await self.service.start()
+        plan = await asyncio.to_thread(self.remembered.restore, list(self.service.streams))
+        for stream_id, update in plan.changes:
+            try:
+                self.service.set_analytics(stream_id, update)
+            except VidpipeError as e:
+                log.error("stream %s: its remembered lines and zones not applied: %s",
+                          stream_id, e)
+        for cfg in plan.additions:
+            try:
+                await self.service.add_stream(cfg)
+            except (VidpipeError, ValueError) as e:
+                self.remembered.not_restored(cfg, str(e))
+        if plan.additions or plan.changes:
+            log.info("restored %d stream(s) and the changes of %d from %s",
+                     len(plan.additions), len(plan.changes), self.service.store.path)
+        self._restored = True
 
     async def aclose(self) -> None:
         await self.service.aclose()
+        self.service.store.close()
 
     def stream_ids(self) -> list[str]:
         return list(self.service.streams)
@@ -115,13 +142,20 @@ class LocalHost:
         return self.service.stream(stream_id).view(LOCAL)
 
     async def add(self, cfg: StreamConfig) -> Stream:
-        return (await self.service.add_stream(cfg)).view(LOCAL)
+        stream = await self.service.add_stream(cfg)
+        assert stream.config is not None
+        self.remembered.added(stream.config)
+        return stream.view(LOCAL)
 
     async def remove(self, stream_id: str) -> None:
         await self.service.remove_stream(stream_id)
+        self.remembered.removed(stream_id)
 
     async def set_analytics(self, stream_id: str, update: AnalyticsUpdate) -> Stream:
-        return self.service.set_analytics(stream_id, update).view(LOCAL)
+        stream = self.service.set_analytics(stream_id, update)
+        if stream.config is not None:
+            self.remembered.changed(stream.config)
+        return stream.view(LOCAL)
 
     async def snapshot(self, stream_id: str) -> bytes | None:
         snapshot = self.service.stream(stream_id).outputs.snapshot
@@ -136,9 +170,8 @@ class LocalHost:
     async def metrics_text(self) -> bytes:
         return generate_latest(self.service.metrics.registry)
 
-    async def recent_events(self, limit: int, stream: str | None) -> list[dict[str, Any]]:
-        assert self.service.events is not None
-        return self.service.events.recent.latest(limit, stream)
+    async def recent_events(self, query: EventQuery) -> list[tuple[float, int, dict[str, Any]]]:
+        return await asyncio.to_thread(self.service.store.events, query)
 
     async def event_media(self, event_id: str, kind: str) -> Path | bytes | None:
         assert self.service.events is not None
@@ -163,4 +196,5 @@ def open_host(config: ServiceConfig, registry: CollectorRegistry) -> StreamHost:
         from app.service.cluster.controller import Cluster
 
         return Cluster(config, registry)
-    return LocalHost(Service(config, PipelineMetrics(registry)))
+    store = ServiceStore.for_state_dir(config.state_dir)
+    return LocalHost(Service(config, PipelineMetrics(registry), store=store))

@@ -60,10 +60,18 @@ class Stream(_Answer):
     kind: Literal["rtsp", "file"] | None = None
     model: str | None = None
     policy: str | None = None
-    state: str = Field(description="connecting, up, reconnecting, restarting, stopped, failed "
-                                   "(moving: between two workers)")
+    state: str = Field(description="connecting, up, reconnecting, unreachable (nothing answers "
+                                   "as a camera), error (the camera refuses or sends no video), "
+                                   "restarting, stopped, failed (moving: between two workers)")
     reconnects: int = 0
-    error: str | None = None
+    error: str | None = Field(default=None, description="why the stream failed")
+    reason: str | None = Field(default=None, description="why a camera is not up, in words: "
+                               "its last failure")
+    attempts: int = Field(default=0, description="failed connection attempts in a row")
+    next_retry_at: float | None = Field(default=None, description="Unix time of the next "
+                                        "connection attempt")
+    state_since: float | None = Field(default=None, description="Unix time the camera's state "
+                                      "began")
     created_at: float | None = Field(default=None, description="Unix time")
     analytics: StreamAnalytics | None = None
     worker: str | None = Field(default=None, description="the process that runs it")
@@ -74,6 +82,9 @@ class StreamFigures(Stream):
     latency_ms: Quantiles
     outcomes: dict[str, int]
     received: int
+    gaps: int = Field(default=0, description="times the camera came back after being away")
+    gap_s: float = Field(default=0.0, description="seconds its timeline had no frames, over "
+                         "its gaps")
 
 
 class StageFigures(_Answer):
@@ -111,6 +122,23 @@ class GpuFigures(_Answer):
     worker: str | None = None
 
 
+class Usage(_Answer):
+    """One kind of stored data, and the retention that bounds it."""
+
+    mb: float
+    files: int
+    oldest: float | None = Field(description="Unix time of the oldest file's last write")
+    retain_mb: float
+    retain_hours: float
+
+
+class Storage(_Answer):
+    results: Usage | None = Field(description="results_dir: each stream's results and events "
+                                  "files (null: none written)")
+    media: Usage | None = Field(description="the events' snapshots and clips")
+    events_indexed: int = Field(description="events the service remembers (the recent list)")
+
+
 class Stats(_Answer):
     window_s: float
     stages: list[StageFigures]
@@ -120,6 +148,7 @@ class Stats(_Answer):
     batch_sizes: dict[str, int]
     detectors: list[DetectorFigures]
     gpus: list[GpuFigures] | None = None
+    storage: Storage | None = None
 
 
 class Worker(_Answer):
@@ -135,6 +164,8 @@ class Worker(_Answer):
 class RecentEvents(_Answer):
     events: list[dict[str, Any]] = Field(description="vidpipe.event/1 events, newest first "
                                                      "(docs/events.schema.json)")
+    next: str | None = Field(default=None, description="the next page: pass it as ``before``; "
+                             "null: this was the last")
 
 
 class Health(_Answer):

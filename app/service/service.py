@@ -26,16 +26,22 @@ from app.service.detectors import Detectors
 from app.service.event_feed import EventFeed
 from app.service.events import ServiceEvents
 from app.service.results import StreamOutputs
-from app.service.streams import StreamState, admit, check_stream_model, resolve_source
+from app.service.retention import Housekeeper
+from app.service.store import ServiceStore
+from app.service.streams import (
+    StreamState,
+    admit,
+    check_stream_model,
+    resolve_source,
+    source_opener,
+)
 from models.zoo import resolve_model
 from pipelines.analytics.stream import StreamAnalytics
-from pipelines.events.ring import PacketRing, RecordingSource
+from pipelines.events.ring import PacketRing
 from pipelines.gpu_metrics import GpuSampler, gpu_sampler_for
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.shared.detector import SharedDetector
-from pipelines.sources.media import MEDIA_FORMATS
-from pipelines.sources.paced import PacedFileSource
 from pipelines.sources.url import redact, redact_text
 
 log = logging.getLogger(__name__)
@@ -45,11 +51,13 @@ class Service:
     """The streams of one process, their shared detectors, event outputs and GPU gauges."""
 
     def __init__(self, config: ServiceConfig, metrics: PipelineMetrics,
-                 instance: str | None = None) -> None:
+                 instance: str | None = None, store: ServiceStore | None = None) -> None:
         """``instance``: this process's name among several of one service (a cluster's
-        worker); its event outputs say which they are."""
+        worker); its event outputs say which they are. ``store``: where its events are
+        indexed (default: in memory)."""
         self.config = config
         self.metrics = metrics
+        self.store = store if store is not None else ServiceStore(None)
         self.streams: dict[str, StreamState] = {}
         self.feed = EventFeed()  # the API's event feed
         self._ids = itertools.count(1)
@@ -59,6 +67,7 @@ class Service:
                                    on_state=self._detector_state)
         self.events: ServiceEvents | None = None
         self.gpu: GpuSampler | None = None  # NVML's gauges of the service's GPU
+        self.housekeeper: Housekeeper | None = None  # retention, and the storage it sees
         self.instance = instance
 
     async def start(self) -> None:
@@ -74,7 +83,12 @@ class Service:
             loop.call_soon_threadsafe(self.feed.emit, {"type": "event", "event": event})
 
         self.events = await asyncio.to_thread(ServiceEvents, self.config, self.metrics,
-                                              on_event, self.instance)
+                                              on_event, self.store, self.instance)
+        self.housekeeper = Housekeeper(
+            self.config.results_dir, (self.config.results_retain_hours,
+                                      self.config.results_retain_mb),
+            self.events.store, self.store, self.config.events.retain_hours)
+        self.housekeeper.start()
         for stream in self.config.streams:
             try:
                 await self.add_stream(stream)
@@ -101,9 +115,12 @@ class Service:
         model_path, spec = resolve_model(model)
         stream = StreamState(stream_id, redact(cfg.url), kind, model,
                              cfg.policy or "drop_oldest",
-                             StreamOutputs.open(stream_id, spec, self.config))
+                             StreamOutputs.open(stream_id, spec, self.config),
+                             config=cfg.model_copy(update={"id": stream_id}))
         ring = self._events_for(stream, spec, tracked=analytics_config is not None)
         self.streams[stream_id] = stream
+        self.metrics.restart_counts(stream_id)  # an id used before starts from zero
+        self.metrics.set_stream_state(stream_id, stream.state)  # down until it is up
         try:
             await self._attach(stream, model, model_path, spec, target, ring, analytics_config)
         except Exception:
@@ -163,21 +180,8 @@ class Service:
         def on_reconnect() -> None:
             loop.call_soon_threadsafe(self._count_reconnect, stream)
 
-        def open_source(location: Any, sid: str) -> Any:
-            if stream.kind == "file":
-                stream.source = PacedFileSource(location, sid, loop=True,
-                                                formats=MEDIA_FORMATS)
-            else:
-                from pipelines.sources.rtsp import RtspSource
-
-                stream.source = RtspSource(location, sid,
-                                           stall_timeout_s=self.config.stall_timeout_s,
-                                           on_state=on_state, on_reconnect=on_reconnect)
-            if ring is not None:  # its packets kept for clips
-                stream.source = RecordingSource(stream.source, ring)
-            return stream.source
-
-        return open_source
+        return source_opener(stream, self.config, ring, on_state=on_state,
+                             on_reconnect=on_reconnect)
 
     def _count_reconnect(self, stream: StreamState) -> None:
         stream.reconnects += 1
@@ -192,7 +196,7 @@ class Service:
         if stream.detector_restarting and shown == "up":
             shown = "restarting"
         stream.state = shown
-        self.metrics.set_stream_up(stream.id, shown == "up")
+        self.metrics.set_stream_state(stream.id, shown)
         self.feed.emit({"type": "stream", "stream": stream.shown()})
 
     def _detector_state(self, detector: SharedDetector, state: str, error: str | None) -> None:
@@ -237,6 +241,8 @@ class Service:
         its tracker and detection interval are its own while it runs."""
         stream = self.stream(stream_id)
         if update_analytics(stream, update, self.metrics):
+            if stream.config is not None:
+                stream.config = update.applied_to(stream.config)
             self.feed.emit({"type": "stream", "stream": stream.shown()})
             log.info("stream %s: %d line(s), %d zone(s)", stream_id, len(update.lines),
                      len(update.zones))
@@ -278,6 +284,8 @@ class Service:
         await asyncio.gather(*(self._stop(stream, timeout_s) for stream in streams),
                              return_exceptions=True)
         await self.detectors.aclose()
+        if self.housekeeper is not None:
+            await self.housekeeper.aclose()
         if self.events is not None:
             await asyncio.to_thread(self.events.close)
         if self.gpu is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from app.service.schemas import (
     ChannelFigures,
     DetectorFigures,
@@ -9,7 +11,9 @@ from app.service.schemas import (
     Quantiles,
     StageFigures,
     Stats,
+    Storage,
     StreamFigures,
+    Usage,
 )
 from app.service.service import Service
 
@@ -36,7 +40,8 @@ def stats(service: Service, window_s: float = 60.0, worker: str | None = None) -
             **stream.view(worker).model_dump(), fps=round(recent.size / FPS_WINDOW_S, 2),
             latency_ms=Quantiles(**m.latency[stream.id].quantiles_ms(window_s)),
             outcomes=outcomes,
-            received=m.received[stream.id]))
+            received=m.received[stream.id], gaps=m.gaps.get(stream.id, (0, 0.0))[0],
+            gap_s=round(m.gaps.get(stream.id, (0, 0.0))[1], 3)))
         for outcome, count in outcomes.items():
             if outcome != "processed":
                 drops[outcome] = drops.get(outcome, 0) + count
@@ -45,6 +50,7 @@ def stats(service: Service, window_s: float = 60.0, worker: str | None = None) -
                     batch_sizes={str(k): v for k, v in sorted(m.batch_sizes.items())},
                     detectors=[DetectorFigures(**d.describe(), worker=worker)
                                for d in service.detectors.loaded.values()])
+    figures.storage = _storage(service)
     if service.gpu is not None:  # NVML, read now
         reading = service.gpu.read()
         figures.gpus = [GpuFigures(gpu=service.gpu.gpu_index,
@@ -53,3 +59,14 @@ def stats(service: Service, window_s: float = 60.0, worker: str | None = None) -
                                    memory_used_bytes=reading.memory_used_bytes,
                                    worker=worker)]
     return figures
+
+
+def _storage(service: Service) -> Storage | None:
+    """What the service keeps on disk, as its Housekeeper last measured it."""
+    keeper = service.housekeeper
+    if keeper is None:
+        return None
+    return Storage(
+        results=None if keeper.results is None else Usage(**asdict(keeper.results)),
+        media=None if keeper.media_usage is None else Usage(**asdict(keeper.media_usage)),
+        events_indexed=keeper.events_indexed)

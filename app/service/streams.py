@@ -10,22 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from app.errors import SourceRejected, StreamExists, StreamLimit
+from app.service.config import ServiceConfig, StreamConfig
 from app.service.results import StreamOutputs
 from app.service.schemas import Stream
 from app.service.schemas import StreamAnalytics as StreamAnalyticsView
 from models.zoo import zoo_names
+from pipelines.events.ring import PacketRing, RecordingSource
 from pipelines.pipeline import Pipeline
+from pipelines.sources.media import MEDIA_FORMATS
+from pipelines.sources.paced import PacedFileSource
+from pipelines.sources.status import SourceStatus
 from pipelines.sources.url import redact, validate_rtsp_url
 
 SourceKind = Literal["rtsp", "file"]
-STATES = ("connecting", "up", "reconnecting", "restarting", "stopped", "failed")
+STATES = ("connecting", "up", "reconnecting", "unreachable", "error", "restarting", "stopped",
+          "failed")
+# unreachable, error: a camera down past its source's down_after_s, ``reason`` says why;
 # restarting: the source is up, and the detector it feeds is being rebuilt after a failure
 
 
@@ -99,6 +106,7 @@ class StreamState:
     model: str
     policy: str
     outputs: StreamOutputs
+    config: StreamConfig | None = None  # as it runs now (its id set; lines and zones current)
     state: str = "connecting"  # what the API shows (STATES)
     source_state: str = "connecting"  # what the source last said
     detector_restarting: bool = False
@@ -121,11 +129,38 @@ class StreamState:
                                             detect_every=config.detect_every,
                                             lines=config.lines, zones=config.zones,
                                             counts=self.analytics.latest)
+        status: SourceStatus | None = getattr(self.source, "status", None)  # a camera's
+        down = status if status is not None and status.state != "up" else None
         return Stream(id=self.id, url=self.url, kind=self.kind, model=self.model,
                       policy=self.policy, state=self.state, reconnects=self.reconnects,
                       error=self.error, created_at=self.created_at, analytics=analytics,
-                      worker=worker)
+                      worker=worker, reason=down.reason if down else None,
+                      attempts=down.attempts if down else 0,
+                      next_retry_at=down.next_retry_at if down else None,
+                      state_since=status.since if status is not None else None)
 
     def shown(self) -> dict[str, Any]:
         """``view`` as JSON-ready data (the event feed's messages, a worker's heartbeat)."""
         return self.view().model_dump(mode="json")
+
+
+def source_opener(stream: StreamState, config: ServiceConfig, ring: PacketRing | None, *,
+                  on_state: Callable[[str], None],
+                  on_reconnect: Callable[[], None]) -> Callable[[Any, str], Any]:
+    """How the stream's source is opened (on a worker thread): a file under a media root
+    played in a loop as a camera would be, or an RTSP camera reporting its state and
+    reconnects; kept in ``stream.source``, its packets copied into ``ring`` for clips."""
+    def open_source(location: Any, sid: str) -> Any:
+        if stream.kind == "file":
+            stream.source = PacedFileSource(location, sid, loop=True, formats=MEDIA_FORMATS)
+        else:
+            from pipelines.sources.rtsp import RtspSource
+
+            stream.source = RtspSource(location, sid, stall_timeout_s=config.stall_timeout_s,
+                                       down_after_s=config.camera_down_after_s,
+                                       on_state=on_state, on_reconnect=on_reconnect)
+        if ring is not None:  # its packets kept for clips
+            stream.source = RecordingSource(stream.source, ring)
+        return stream.source
+
+    return open_source

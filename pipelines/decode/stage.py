@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import av
 
 from pipelines.channel import Output
+from pipelines.decode.timeline import StreamTimeline
 from pipelines.errors import ChannelClosed, DecodeError
 from pipelines.frame import DecodedPicture, Frame
 from pipelines.metrics import PipelineMetrics
@@ -71,6 +72,7 @@ class DecodeStep:
     errors: int = 0
     skipped: int = 0  # packets not decoded: the stream was behind, waiting for a key frame
     ended: bool = False
+    epoch: int = 0  # the source's connection the pictures came on
     decode_s: float = 0.0  # time in the decoder: waiting for a live source's packets is not work
 
 
@@ -116,6 +118,7 @@ class DecodeStage(Stage[int, Frame]):
         self.detect_every = detect_every
         self.rider_images = rider_images
         self._held: list[Frame] = []
+        self.timeline = StreamTimeline(float(getattr(source, "fps", 0) or 30.0))
         self._gap = detect_every - 1  # frames since the last one for the model: so the
         # stream's first frame is one
 
@@ -168,12 +171,7 @@ class DecodeStage(Stage[int, Frame]):
             self._ended = True
             self._count_missing()
         for i, picture in enumerate(pictures):
-            arrived = self.source.arrival_time(picture.pts)
-            frame = Frame(self.stream_id, first + i, picture.pts,
-                          result.captured_at if arrived is None else arrived, picture.image,
-                          ready=picture.ready,
-                          timings={"decode": result.decode_s / len(result.pictures)},
-                          source_size=picture.source_size, load=picture.load)
+            frame = self._frame(first + i, picture, result)
             self.decoded += 1
             self.metrics.frame_received(self.stream_id)
             if self.detect_every > 1:
@@ -185,6 +183,18 @@ class DecodeStage(Stage[int, Frame]):
                 frame.riders = [self._rider(f) for f in self._held]
                 self._held = []
             yield frame
+
+    def _frame(self, index: int, picture: DecodedPicture, result: DecodeStep) -> Frame:
+        """A picture as the stream's frame ``index``: captured when its camera sent it (when
+        decoded, for a file), on the stream's timeline (a gap before it counted)."""
+        arrived = self.source.arrival_time(picture.pts)
+        captured = result.captured_at if arrived is None else arrived
+        pts, gap = self.timeline.at(picture.pts, result.epoch, captured)
+        if gap is not None:
+            self.metrics.count_gap(self.stream_id, gap)
+        return Frame(self.stream_id, index, pts, captured, picture.image, ready=picture.ready,
+                     timings={"decode": result.decode_s / len(result.pictures)},
+                     source_size=picture.source_size, load=picture.load, gap_s=gap)
 
     def _rider(self, frame: Frame) -> Frame:
         return frame if self.rider_images else frame.without_image()
@@ -210,6 +220,7 @@ class DecodeStage(Stage[int, Frame]):
                 step.skipped += 1
                 continue
             decoder = self._current_decoder()
+            step.epoch = self._epoch
             start = time.perf_counter()
             try:
                 step.pictures.extend(decoder.decode(packet))

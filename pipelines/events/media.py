@@ -14,6 +14,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import av
@@ -35,15 +36,23 @@ KINDS = {"clip": ".mp4", "snapshot": ".jpg", "clean": ".clean.jpg"}
 
 
 def write_clip(path: Path, clip: ClipPackets) -> float:
-    """Mux ``clip``'s packets into an MP4 at ``path`` (atomically), copied as they are;
-    the clip's length in seconds."""
+    """Mux ``clip``'s packets into an MP4 at ``path`` (atomically), copied as they are but on
+    the clip's own timeline: its first frame at 0, whatever the camera's clock said, and its
+    wall-clock start in the file's ``creation_time``. The clip's length in seconds."""
     atomic = AtomicPath(path)
+    first = clip.packets[0]  # the key frame the clip starts on: shown at 0
+    base = first.pts if first.pts is not None else (first.dts or 0)
+    started = datetime.fromtimestamp(clip.started_at, UTC).isoformat(timespec="microseconds")
     try:
-        with av.open(str(atomic.partial), "w", format="mp4") as out:
+        with av.open(str(atomic.partial), "w", format="mp4",
+                     options={"movflags": "+faststart"}) as out:
+            out.metadata["creation_time"] = started.replace("+00:00", "Z")
             stream = out.add_stream_from_template(clip.template, opaque=True)
             for p in clip.packets:
                 packet = av.Packet(p.data)
-                packet.pts, packet.dts, packet.duration = p.pts, p.dts, p.duration
+                packet.pts = None if p.pts is None else p.pts - base
+                packet.dts = None if p.dts is None else p.dts - base
+                packet.duration = p.duration
                 packet.time_base = p.time_base
                 packet.is_keyframe = p.keyframe
                 packet.stream = stream
@@ -52,7 +61,9 @@ def write_clip(path: Path, clip: ClipPackets) -> float:
         atomic.discard()
         raise
     atomic.commit()
-    return clip.end - clip.start
+    shown_last = max(clip.packets, key=lambda p: p.at)
+    tail = float(shown_last.duration * shown_last.time_base) if shown_last.duration else 0.0
+    return clip.end - clip.start + tail  # the file's duration: its last frame lasts too
 
 
 def write_snapshots(folder: Path, event_id: str, best: BestPicture, class_id: int,

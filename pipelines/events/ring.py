@@ -7,16 +7,19 @@ What a clip needs to be muxed is kept beside the packets: a *template* of the vi
 source's container. A new connection (an RTSP reconnect) starts a new segment: the packets
 before it are dropped, since one clip cannot hold both codecs' packets.
 
-The ring's times never go back, as the stream's timeline in the analytics does
-(``Timeline``): a file played in a loop restarts its pts, and the ring shifts the later
-packets' pts and dts to follow on from the last ones, so an object seen across the loop
-gets one clip with steadily rising timestamps.
+The ring's times never go back and follow the stream's timeline (``StreamTimeline``, which
+the results' pts and the events are on): a file played in a loop restarts its pts, and the
+ring shifts the later packets' pts and dts to follow on from the last ones, so an object seen
+across the loop gets one clip with steadily rising timestamps; a new connection's packets
+follow on by the time the camera was away. Each packet keeps the wall-clock time it was read,
+so a clip can say when it began.
 """
 
 from __future__ import annotations
 
 import io
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ class StoredPacket:
     keyframe: bool
     time_base: Fraction
     at: float  # pts in seconds, on the ring's clock
+    wall: float  # Unix time it was read
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,11 @@ class ClipPackets:
     def end(self) -> float:
         return max(p.at for p in self.packets)
 
+    @property
+    def started_at(self) -> float:
+        """Unix time its first packet was read: when the clip begins."""
+        return self.packets[0].wall
+
 
 class PacketRing:
     def __init__(self, seconds: float, max_bytes: int) -> None:
@@ -71,6 +80,8 @@ class PacketRing:
         self.closed = False
         self._offset_s = 0.0  # stream pts -> the ring's clock
         self._latest: float | None = None  # the latest time on the ring's clock
+        self._read_at = 0.0  # monotonic time the latest packet was read
+        self._resumed = False  # a new connection: its first packet follows on by the time away
 
     def new_segment(self, stream: av.video.stream.VideoStream) -> None:
         """Packets from now on belong to ``stream`` (a first or a new connection)."""
@@ -80,23 +91,29 @@ class PacketRing:
             self._packets.clear()
             self._bytes = 0
             self._template, self._holder = template, holder
+            self._resumed = self._latest is not None
 
     def append(self, packet: av.Packet) -> None:
         if packet.size == 0 or packet.pts is None or packet.time_base is None:
             return  # a flush or a packet without a time: nothing a clip could place
         tb = packet.time_base
         raw = float(packet.pts * tb)
+        now = time.monotonic()
         with self._lock:
             if self._template is None:
                 return
-            if self._latest is not None and raw + self._offset_s < self._latest - LOOPED_S:
-                step = float(packet.duration * tb) if packet.duration else 1 / 30
+            step = float(packet.duration * tb) if packet.duration else 1 / 30
+            if self._resumed and self._latest is not None:  # back after time away
+                self._offset_s = self._latest + max(now - self._read_at, step) - raw
+                self._resumed = False
+            elif self._latest is not None and raw + self._offset_s < self._latest - LOOPED_S:
                 self._offset_s = self._latest + step - raw  # the pts went back: a loop
             shift = round(self._offset_s / tb)
             at = float((packet.pts + shift) * tb)
             dts = None if packet.dts is None else packet.dts + shift
             stored = StoredPacket(bytes(packet), packet.pts + shift, dts, packet.duration or 0,
-                                  bool(packet.is_keyframe), tb, at)
+                                  bool(packet.is_keyframe), tb, at, time.time())
+            self._read_at = now
             self._latest = at if self._latest is None else max(self._latest, at)
             self._packets.append(stored)
             self._bytes += len(stored.data)

@@ -10,8 +10,6 @@ an MQTT redelivery) sends the same id, and two events never share one.
 from __future__ import annotations
 
 import hashlib
-import time
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -19,19 +17,13 @@ import numpy as np
 from models.spec import ModelSpec
 from pipelines.events.lifecycle import ObjectEvent, TrackedObject
 from pipelines.frame import Frame
+from pipelines.walltime import wall_time
 
 SCHEMA = "vidpipe.event/1"
 
 
 def digest(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
-
-
-def wall_time(frame: Frame) -> str:
-    """When the frame was captured (decoded, for a file), as UTC ISO 8601 with ms."""
-    at = time.time() - (time.monotonic() - frame.captured_at)
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
 
 
 def _box(box: np.ndarray) -> list[float]:

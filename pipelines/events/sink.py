@@ -35,6 +35,7 @@ from pipelines.events.schema import EventStamper
 from pipelines.frame import Frame, Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.sinks.stage import ClosingSink
+from pipelines.walltime import iso_utc
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ class MediaWriter:
             if cut is not None:
                 event["clip_s"] = round(write_clip(folder / f"{event['id']}.mp4", cut), 3)
                 event["clip_start_pts"] = round(cut.start, 6)
+                event["clip_start_time"] = iso_utc(cut.started_at)
                 event["clip"] = self.uri("clip", event["id"], job.stream)
         if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
             self._pruned_at = time.monotonic()

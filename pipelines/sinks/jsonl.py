@@ -1,4 +1,4 @@
-"""JsonlSink: one JSON line per frame — stream, frame index, pts, and its detections.
+"""JsonlSink: one JSON line per frame — stream, frame index, pts, time, and its detections.
 
 ``detection_line`` is the one line format: ``vidpipe run``'s file, the service's per-stream
 files and its results feed all write it.
@@ -14,11 +14,14 @@ from models.spec import ModelSpec
 from pipelines.frame import Result
 from pipelines.sinks.atomic import AtomicPath
 from pipelines.sinks.stage import ClosingSink
+from pipelines.walltime import wall_time
 
 
 def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
-    """A frame's result as JSON-ready data: stream, frame, pts, detections. Where the stream
-    is tracked, each detection has ``track_id`` (null: no confirmed track), a frame the model
+    """A frame's result as JSON-ready data: stream, frame, pts (the stream's timeline: never
+    null, never back), time (when it was captured, UTC ISO 8601; decoded, for a file),
+    detections. The first frame after a camera was away has ``gap_s``. Where the stream is
+    tracked, each detection has ``track_id`` (null: no confirmed track), a frame the model
     did not see has ``"predicted": true``, and with lines or zones ``analytics`` holds the
     stream's counts after the frame."""
     d = result.detections
@@ -28,6 +31,7 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
         "stream": frame.stream_id,
         "frame": frame.index,
         "pts": None if frame.pts is None else round(frame.pts, 6),
+        "time": wall_time(frame),
         "detections": [
             {"box": [round(float(v), 2) for v in box], "score": round(float(score), 4),
              "class_id": int(cls), "label": spec.label(int(cls))}
@@ -36,6 +40,8 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
                                             strict=True)
         ],
     }
+    if frame.gap_s is not None:
+        record["gap_s"] = round(frame.gap_s, 3)
     if result.predicted:
         record["predicted"] = True
     if result.analytics is not None and (result.analytics["lines"] or

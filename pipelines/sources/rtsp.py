@@ -5,8 +5,10 @@ times out, or no video for ``stall_timeout_s``), closes the connection, waits a 
 jittered, exponentially growing delay and connects again, for as long as it takes (or
 ``max_attempts`` consecutive failures). Each connection is a new ``epoch``, so the decode stage
 makes a new decoder for it: the stream may come back with other parameters. The other streams of
-the pipeline never notice; the outage shows in ``state``, ``reconnects`` and the callbacks
-(which the builder points at ``vidpipe_stream_up`` and ``vidpipe_stream_reconnects_total``).
+the pipeline never notice; the outage shows in ``status`` (``pipelines.sources.status``: the
+state, and past ``down_after_s`` why it is down, in words, the attempts and the next retry),
+``reconnects`` and the callbacks. A failure that repeats is logged when the state changes and
+summarised now and then, not at every retry.
 
 Like every source it only demuxes, on the decode stage's thread, and starts no thread itself.
 The URL's credentials never leave this object: logs and ``repr`` show ``redact(url)``.
@@ -19,7 +21,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import av
 
@@ -27,11 +29,17 @@ from pipelines.errors import ConfigError, SourceError, StreamLost
 from pipelines.sources.backoff import Backoff
 from pipelines.sources.clock import ArrivalClock
 from pipelines.sources.media import METADATA_ERRORS
+from pipelines.sources.status import (
+    FailureKind,
+    SourceState,
+    SourceStatus,
+    StatusKeeper,
+    describe_failure,
+)
 from pipelines.sources.url import redact, redact_text, validate_rtsp_url
 
 log = logging.getLogger(__name__)
 
-SourceState = Literal["connecting", "up", "reconnecting", "stopped", "failed"]
 TRANSPORTS = ("tcp", "udp", "udp_multicast", "http", "https")
 
 
@@ -47,6 +55,7 @@ class RtspSource:
                  stall_timeout_s: float = 5.0, backoff_initial_s: float = 0.25,
                  backoff_max_s: float = 2.0, jitter: float = 0.2,
                  max_attempts: int | None = None, probe_s: float = 0.2,
+                 down_after_s: float = 5.0,
                  on_state: Callable[[str], None] | None = None,
                  on_reconnect: Callable[[], None] | None = None,
                  rng_seed: int | None = None) -> None:
@@ -54,7 +63,8 @@ class RtspSource:
         self.url = redact(url)  # the only form that is shown anywhere
         _check_settings(self.url, stream_id, transport, max_attempts,
                         {"open timeout": open_timeout_s, "read timeout": read_timeout_s,
-                         "stall timeout": stall_timeout_s, "probe time": probe_s})
+                         "stall timeout": stall_timeout_s, "probe time": probe_s,
+                         "down after": down_after_s})
         self.stream_id = stream_id
         self.transport = transport
         # A read that waits longer than the stall timeout is a stall too: "no packet at all for
@@ -65,19 +75,27 @@ class RtspSource:
         self.probe_s = probe_s
         self.backoff = Backoff(backoff_initial_s, backoff_max_s, jitter,
                                rng=random.Random(rng_seed))
-        self._on_state = on_state
         self._on_reconnect = on_reconnect
-        self.state: SourceState = "connecting"
+        self._closing = threading.Event()
+        self.keeper = StatusKeeper(self.url, down_after_s, backoff_max_s, self._closing.is_set,
+                                   on_state)
         self.epoch = 0
         self.reconnects = 0
         self._container: Any = None  # av.container.InputContainer of the current connection
         self._demuxer: Iterator[av.Packet] | None = None
         self._video: Any = None
         self._ever_up = False
-        self._closing = threading.Event()
         self._reader: threading.Thread | None = None  # the thread that iterates packets()
         self._io = threading.Lock()  # around every call into the container
         self._clock = ArrivalClock()
+
+    @property
+    def status(self) -> SourceStatus:
+        return self.keeper.status
+
+    @property
+    def state(self) -> SourceState:
+        return self.keeper.status.state
 
     @property
     def video(self) -> av.video.stream.VideoStream:
@@ -107,24 +125,25 @@ class RtspSource:
                 else:
                     failures += 1
                     if self.max_attempts is not None and failures >= self.max_attempts:
-                        log.error("%s: giving up after %d failed attempts in a row", self.url,
-                                  failures)
-                        self._set_state("failed")
+                        log.error("%s: giving up after %d failed attempts in a row (%s)",
+                                  self.url, failures, self.status.reason)
+                        self.keeper.set("failed")
                         return
-                self._set_state("reconnecting" if self._ever_up else "connecting")
-                self._closing.wait(self.backoff.next_delay())
+                delay = self.backoff.next_delay()
+                self.keeper.waiting(delay)
+                self._closing.wait(delay)
         finally:
             self._release()
             if self.state != "failed":
-                self._set_state("stopped")
+                self.keeper.set("stopped")
 
     def connect(self) -> None:
         """Make the first connection now, on the caller's thread, so that a camera that cannot
         be reached is one clear error before anything runs: SourceError naming the URL (its
         password hidden) and why. Losses after that reconnect as usual."""
-        reason = self._open()
-        if reason is not None:
-            raise SourceError(f"{self.url}: cannot connect ({reason})")
+        failure = self._open()
+        if failure is not None:
+            raise SourceError(f"{self.url}: cannot connect ({failure[1]})")
 
     @property
     def fps(self) -> float:
@@ -135,8 +154,11 @@ class RtspSource:
 
     def _connection(self) -> Generator[av.Packet, None, int]:
         """One connection's video packets; returns how many it delivered (0: it failed)."""
-        if self._container is None and self._open() is not None:
-            return 0
+        if self._container is None:
+            failure = self._open()
+            if failure is not None:
+                self.keeper.failed(*failure, ever_up=self._ever_up)
+                return 0
         delivered = 0
         video_index = self._video.index
         last_video = time.monotonic()
@@ -156,30 +178,39 @@ class RtspSource:
                 elif now - last_video > self.stall_timeout_s:
                     raise StreamLost(f"no video for {now - last_video:.1f} s")
         except (StreamLost, av.FFmpegError, OSError) as e:
-            log.warning("%s: stream lost after %d packets: %s", self.url, delivered, _reason(e))
+            if delivered:
+                log.warning("%s: stream lost after %d packets: %s", self.url, delivered,
+                            _reason(e))
+                self.keeper.lost(f"lost after {delivered} packets: {_reason(e)}")
+            else:
+                self.keeper.failed("error", f"connected, but no video arrived ({_reason(e)})",
+                                   ever_up=self._ever_up)
             return delivered
         finally:
             self._release()
 
-    def _open(self) -> str | None:
-        """Connect; on success (None) the source is ``up`` in a new epoch, else why not."""
+    def _open(self) -> tuple[FailureKind, str] | None:
+        """Connect; on success (None) the source is ``up`` in a new epoch, else why not: the
+        kind of failure and its words (``describe_failure``)."""
         options = {"rtsp_transport": self.transport,
                    "analyzeduration": str(int(self.probe_s * 1_000_000))}
         with self._io:
             if self._closing.is_set():
-                return "closed"
+                return "error", "closed"
+            began = time.monotonic()
             try:
                 container = av.open(self._url, options=options, timeout=self.timeouts,
                                     metadata_errors=METADATA_ERRORS)
             except (av.FFmpegError, OSError) as e:
-                log.info("%s: cannot connect: %s", self.url, _reason(e))
-                return _reason(e)
+                log.debug("%s: cannot connect: %s", self.url, _reason(e))
+                kind, words = describe_failure(e, self._url, timeout_s=self.timeouts[0],
+                                               waited_s=time.monotonic() - began)
+                return kind, redact_text(words)
             if self._closing.is_set() or not container.streams.video:
                 container.close()
                 if self._closing.is_set():
-                    return "closed"
-                log.warning("%s: the stream has no video track", self.url)
-                return "the stream has no video track"
+                    return "error", "closed"
+                return "error", "the stream has no video track"
             self._container, self._video = container, container.streams.video[0]
             self._demuxer = container.demux()  # every track: stall means no *video*
             self._clock.reset()
@@ -190,7 +221,7 @@ class RtspSource:
             if self._on_reconnect is not None:
                 self._on_reconnect()
         self._ever_up = True
-        self._set_state("up")
+        self.keeper.up()
         return None
 
     def _read(self) -> av.Packet | None:
@@ -214,16 +245,6 @@ class RtspSource:
             if container is not None:
                 container.close()
 
-    def _set_state(self, state: SourceState) -> None:
-        # Once closing, only the end is news: a connection that completes just after close()
-        # must not show the stream as up again.
-        if state == self.state or (self._closing.is_set() and state not in ("stopped", "failed")):
-            return
-        self.state = state
-        log.debug("%s: %s", self.url, state)
-        if self._on_state is not None:
-            self._on_state(state)
-
     def describe(self) -> str:
         return f"{self.stream_id}: {self.url} over {self.transport}, {self.state}"
 
@@ -240,7 +261,7 @@ class RtspSource:
         if reader is None or reader is threading.current_thread() or not reader.is_alive():
             self._release()
         if self.state != "failed":
-            self._set_state("stopped")
+            self.keeper.set("stopped")
 
     def __repr__(self) -> str:
         return f"RtspSource({self.url!r}, {self.stream_id!r}, state={self.state!r})"

@@ -128,9 +128,10 @@ def test_the_stream_limit_answers_429_and_ids_are_unique(media_root):
         body = {"url": str(media_root / "cam.mp4"), "id": "a"}
         assert client.post("/api/streams", json=body).status_code == 201
         assert client.post("/api/streams", json=body | {"id": "b"}).status_code == 429
-    with client_for(media_root, max_streams=2) as client:
-        assert client.post("/api/streams", json=body).status_code == 201
+    with client_for(media_root, max_streams=2) as client:  # restarted: "a" remembered
+        assert [s["id"] for s in client.get("/api/streams").json()] == ["a"]
         assert client.post("/api/streams", json=body).status_code == 409
+        assert client.post("/api/streams", json=body | {"id": "b"}).status_code == 201
 
 
 def test_a_password_in_an_rtsp_url_appears_nowhere(media_root, caplog):

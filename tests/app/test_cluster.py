@@ -96,6 +96,7 @@ class Served:
         config = tmp / "service.yaml"
         config.write_text(yaml.safe_dump({
             "media_roots": [str(media)], "results_dir": str(self.results),
+            "state_dir": str(tmp / "state"),
             "model": "shapes-yolo", "heartbeat_s": 0.5,
             "events": {"media_dir": str(tmp / "events"), "snapshots": False},
             "streams": [{"url": str(media / "lanes.mp4"), "id": sid} for sid in STREAMS]}))

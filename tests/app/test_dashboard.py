@@ -101,7 +101,7 @@ def _serving(small_clip: Path, tmp_path: Path, token: str | None = None,
     config = tmp_path / "service.yaml"
     config.write_text(yaml.safe_dump({
         "host": "127.0.0.1", "port": port, "media_roots": [str(media)],
-        "results_dir": str(tmp_path / "results"),
+        "results_dir": str(tmp_path / "results"), "state_dir": str(tmp_path / "state"),
         "streams": [{"url": str(clip), "id": "cam", **(stream or {})}], **settings,
     }))
     # The developer's own VIDPIPE_* settings (a token, a port) must not change the test.
@@ -169,6 +169,10 @@ def test_dashboard_shows_every_stage_and_adds_and_removes_streams(page, service)
     expect(page.locator('[data-bottleneck="true"]')).to_have_count(1)
     expect(page.get_by_test_id("link")).to_have_text("live")
     expect(page.get_by_test_id("stream-cam-state")).to_have_text("up")
+    # what is kept on disk, against its retention (issue 34, item 1)
+    expect(page.get_by_test_id("storage")).to_contain_text(re.compile(
+        r"results \d+\.\d MB of 4096 MB, 7 days at most · snapshots and clips .* · "
+        r"\d+ events remembered"))
 
     # A refused source shows the API's reason and adds nothing.
     page.get_by_test_id("add-url").fill("/etc/passwd")
@@ -226,6 +230,31 @@ def test_dashboard_draws_a_streams_lines_and_zones_with_their_counts(page, servi
     expect(page.get_by_test_id("stream-cam-analytics")).to_contain_text("zone yard")
     expect(overlay).to_have_attribute("viewBox", "0 0 320 240", timeout=20_000)
     assert page.errors == [], page.errors
+
+
+def test_a_camera_that_cannot_be_reached_says_why_on_its_card(page, service):
+    """Issue 34, item 2: a camera on a closed port is shown unreachable, with the reason."""
+    from playwright.sync_api import expect
+
+    base, _ = service
+    body = {"url": f"rtsp://127.0.0.1:{_free_port()}/porch", "id": "porch"}
+    request = urllib.request.Request(f"{base}/api/streams", method="POST",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        assert answer.status == 201
+    try:
+        page.goto(f"{base}/")
+        expect(page.get_by_test_id("stream-porch-state")).to_have_text("unreachable",
+                                                                        timeout=12_000)
+        expect(page.get_by_test_id("stream-porch-error")).to_contain_text(
+            re.compile(r"connection refused.*\(\d+ attempts"), timeout=5_000)
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT.with_name("dashboard-unreachable.png")))
+        assert page.errors == [], page.errors
+    finally:
+        delete = urllib.request.Request(f"{base}/api/streams/porch", method="DELETE")
+        urllib.request.urlopen(delete, timeout=10).close()
 
 
 def test_dashboard_polls_the_stats_when_the_event_stream_fails(page, service):
@@ -302,6 +331,14 @@ def test_dashboard_lists_events_with_their_snapshots_and_plays_a_clip(browser, t
             expect(video).to_be_visible(timeout=10_000)
             page.wait_for_function("v => v.readyState >= 1 && v.duration > 0",
                                    arg=video.element_handle(), timeout=10_000)
+            # Issue 34, item 3: the clip plays on its own timeline, from 0, as long as it is
+            # (a looped file's clip had played from minutes in, its duration its stream time)
+            event_id = ended.get_attribute("data-testid").removeprefix("event-")
+            recent = _get_json(f"{base}/api/events/recent", "ev3nts")
+            event = next(e for e in recent["events"] if e["id"] == event_id)
+            start, duration = video.evaluate("v => [v.seekable.start(0), v.duration]")
+            assert start == 0.0 and duration == pytest.approx(event["clip_s"], abs=0.05)
+            assert event["clip_start_time"].endswith("Z")
             SCREENSHOT.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOT.with_name("dashboard-events.png")))
             assert errors == [], errors

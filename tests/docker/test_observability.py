@@ -87,7 +87,8 @@ def service(small_clip, tmp_path_factory):
     clip.write_bytes(small_clip.read_bytes())
     config = tmp / "service.yaml"
     config.write_text(yaml.safe_dump({"media_roots": [str(clip.parent)],
-                                      "results_dir": str(tmp / "results"), "streams": [
+                                      "results_dir": str(tmp / "results"),
+                                      "state_dir": str(tmp / "state"), "streams": [
         {"url": str(clip), "id": stream} for stream in STREAMS]}))
     base = f"http://127.0.0.1:{_free_port()}"
 

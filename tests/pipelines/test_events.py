@@ -1,6 +1,8 @@
 """Events (issue 19): an object's lifecycle (new, throttled updates, stationary, end), the
 packet ring a clip is cut from, and the clip itself (packets copied, from a key frame)."""
 
+import time
+
 import av
 import numpy as np
 import pytest
@@ -128,13 +130,18 @@ def test_a_clip_starts_on_the_last_key_frame_before_it_and_copies_the_packets(go
     assert cut is not None and cut.packets[0].keyframe
     assert cut.start == pytest.approx(1.0) and cut.end == pytest.approx(2.48)
     seconds = write_clip(tmp_path / "clip.mp4", cut)
-    assert seconds == pytest.approx(1.48)
+    assert seconds == pytest.approx(1.52)  # 1.0 to 2.48, and the last frame's 0.04 s
     _, source = packets_of(gop_clip)
     _, copied = packets_of(tmp_path / "clip.mp4")
     wanted = [data for data, _, _, at in source if 1.0 - 1e-6 <= at <= 2.5]
     assert [data for data, *_ in copied] == wanted  # the same bytes: nothing re-encoded
     with av.open(str(tmp_path / "clip.mp4")) as container:
-        assert sum(1 for _ in container.decode(video=0)) == len(wanted)
+        shown = [float(f.pts * f.time_base) for f in container.decode(video=0)]
+        # on its own timeline: from 0, its duration what write_clip said, its start dated
+        assert len(shown) == len(wanted) and shown[0] == 0.0
+        assert container.duration / 1e6 == pytest.approx(seconds, abs=1e-3)
+        assert container.metadata["creation_time"].startswith(
+            time.strftime("%Y-%m-%dT", time.gmtime(cut.started_at)))
     assert not list(tmp_path.glob(".*partial"))
 
 
@@ -165,6 +172,18 @@ def test_a_looped_file_keeps_the_ring_s_clock_rising_and_a_clip_across_the_loop_
         times = [float(f.pts * f.time_base) for f in container.decode(video=0)]
     assert len(times) == len(cut.packets) and times == sorted(times)
     assert times[-1] - times[0] == pytest.approx(2.0, abs=0.1)
+
+
+def test_a_reconnect_follows_on_by_the_time_away(gop_clip, monkeypatch):
+    """A camera's new connection restarts its pts; the ring follows on by the time the
+    camera was away, as the stream's timeline (StreamTimeline) does."""
+    clock = [1000.0]
+    monkeypatch.setattr("pipelines.events.ring.time.monotonic", lambda: clock[0])
+    ring = PacketRing(seconds=60, max_bytes=10 ** 8)
+    fill(ring, gop_clip)  # read at one instant: 0 .. 3.96 on the ring's clock
+    clock[0] += 12.0  # away 12 s
+    fill(ring, gop_clip)  # a new segment, its pts from 0 again
+    assert ring.newest == pytest.approx(3.96 + 12.0 + 3.96)
 
 
 def test_media_are_pruned_by_age_then_by_size(tmp_path):
@@ -227,7 +246,8 @@ def test_a_clip_of_b_frames_keeps_the_reference_frames_they_need(tmp_path):
     write_clip(tmp_path / "clip.mp4", cut)
     with av.open(str(tmp_path / "clip.mp4")) as container:
         shown = [float(f.pts * f.time_base) for f in container.decode(video=0)]
-    assert [t for t in shown if t <= 1.45] == pytest.approx([1.0 + k / 25 for k in range(12)])
+    # on the clip's own timeline: the key frame at 1.0 is shown at 0
+    assert [t for t in shown if t <= 0.45] == pytest.approx([k / 25 for k in range(12)])
 
 
 def test_an_output_that_raises_loses_its_event_alone():

@@ -98,6 +98,7 @@ def serving(streams: list[dict[str, object]]) -> Iterator[Server]:
     config = tmp / "service.yaml"
     config.write_text(json.dumps({"port": port, "model": MODEL, "streams": streams,
                                   "results_dir": str(tmp / "results"),
+                                  "state_dir": str(tmp / "state"),
                                   "results_rotate_mb": 4}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIDPIPE_")}
     with (tmp / "service.log").open("w") as log:

@@ -51,7 +51,8 @@ def main(seconds: float, model: str) -> None:
     config = tmp / "service.yaml"
     config.write_text(json.dumps({
         "port": port, "model": model, "media_roots": [str(CLIP.parent)],
-        "results_dir": str(tmp / "results"), "results_rotate_mb": 1,
+        "results_dir": str(tmp / "results"), "state_dir": str(tmp / "state"),
+        "results_rotate_mb": 1,
         "streams": [{"url": str(CLIP), "id": s} for s in IDS]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIDPIPE_")}
     base = f"http://127.0.0.1:{port}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,11 @@ from app.service.cluster.supervision import Supervisor
 from app.service.cluster.workers import StreamBooks, WorkerPool, WorkerState
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.event_feed import EventFeed
-from app.service.events import RECENT
 from app.service.host import ResultSubscription
+from app.service.remembered import RememberedStreams
+from app.service.retention import Housekeeper
 from app.service.schemas import Stats, Stream, Worker
+from app.service.store import EventQuery, ServiceStore
 from app.service.streams import admit
 from pipelines.errors import ConfigError
 from pipelines.events.media import MediaStore
@@ -66,7 +67,11 @@ class Cluster:
         self.books = StreamBooks()
         self.pool = WorkerPool(config)
         self.ready = False
-        self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
+        self.store = ServiceStore.for_state_dir(config.state_dir)  # streams, events index
+        self.remembered = RememberedStreams(self.store)
+        # the index kept as long as the events' media (the workers keep the files)
+        self.housekeeper = Housekeeper(None, (0.0, 0.0), None, self.store,
+                                       config.events.retain_hours)
         self.feed = EventFeed()  # the API's event feed
         self._lock = asyncio.Lock()  # one change of ownership at a time
         self._ids = itertools.count(1)
@@ -88,22 +93,41 @@ class Cluster:
         for worker in await asyncio.gather(*(self.pool.start() for _ in range(count))):
             worker.joining = False  # nothing to take yet
         self.supervisor.start()
+        self.housekeeper.start()
         for stream in self.config.streams:
             try:
-                await self.add(stream)
+                await self._add(stream)
             except (ValueError, RuntimeError, ConfigError) as e:
                 log.error("stream %s from the config not started: %s", stream.id, e)
+        await self._restore()
         self.ready = True
+
+    async def _restore(self) -> None:
+        """The streams remembered from before (``app.service.remembered``)."""
+        plan = await asyncio.to_thread(self.remembered.restore, list(self.books.owners))
+        for stream_id, update in plan.changes:
+            try:
+                await self.set_analytics(stream_id, update)
+            except (ValueError, RuntimeError, ConfigError) as e:
+                log.error("stream %s: its remembered lines and zones not applied: %s",
+                          stream_id, e)
+        for cfg in plan.additions:
+            try:
+                await self.add(cfg)
+            except (ValueError, RuntimeError, ConfigError) as e:
+                self.remembered.not_restored(cfg, str(e))
 
     async def aclose(self) -> None:
         self.ready = False
         await self.supervisor.aclose()
+        await self.housekeeper.aclose()
         alive = self.pool.alive()
         await asyncio.gather(*(self.pool.call(w.actor.close.remote()) for w in alive),
                              return_exceptions=True)
         ray = self.pool.ray
         if ray is not None and ray.is_initialized():
             await asyncio.to_thread(ray.shutdown)
+        self.store.close()
         log.info("drained %d stream(s) on %d worker(s)", len(self.books.owners), len(alive))
 
     def _owner(self, stream_id: str) -> WorkerState:
@@ -128,6 +152,11 @@ class Cluster:
                                      | {"worker": worker.id})
 
     async def add(self, cfg: StreamConfig) -> Stream:
+        stream = await self._add(cfg)
+        self.remembered.added(self.books.configs[stream.id])
+        return stream
+
+    async def _add(self, cfg: StreamConfig) -> Stream:
         async with self._lock:
             books = self.books
             sid = admit(cfg.id, books.owners, self.config.max_streams, self._ids)
@@ -152,6 +181,7 @@ class Cluster:
             worker = self._owner(stream_id)
             await self.pool.call(worker.actor.remove_stream.remote(stream_id))
             self.books.forget(stream_id)
+            self.remembered.removed(stream_id)
             shown = worker.streams.pop(stream_id, {"id": stream_id})
         self.feed.emit({"type": "removed", "stream": shown | {"worker": worker.id}})
 
@@ -161,10 +191,9 @@ class Cluster:
             shown = await self.pool.call(worker.actor.set_analytics.remote(
                 stream_id, update.model_dump(mode="json")))
             worker.streams[stream_id] = shown
-            old = self.books.configs[stream_id]  # a move starts it again with these
-            self.books.configs[stream_id] = old.model_copy(update={
-                "track": old.track or update.track or "bytetrack", "lines": update.lines,
-                "zones": update.zones})
+            # a move starts it again with these, and so does the next start
+            self.books.configs[stream_id] = update.applied_to(self.books.configs[stream_id])
+            self.remembered.changed(self.books.configs[stream_id])
         return self.stream(stream_id)
 
     def _relay(self, worker: WorkerState, message: dict[str, Any]) -> None:
@@ -177,7 +206,7 @@ class Cluster:
             message = {"type": message["type"],
                        "stream": message["stream"] | {"worker": worker.id}}
         elif message["type"] == "event":
-            self._recent.append(message["event"])
+            self.store.add_event(message["event"])
         self.feed.emit(message)
 
     def _drop(self, sid: str, why: str) -> None:
@@ -231,9 +260,8 @@ class Cluster:
                               for sid, counts in list(books.carried.items()) if sid in owned},
             moves=books.moves)
 
-    async def recent_events(self, limit: int, stream: str | None) -> list[dict[str, Any]]:
-        events = [e for e in self._recent if stream is None or e["stream"] == stream]
-        return events[::-1][:limit]
+    async def recent_events(self, query: EventQuery) -> list[tuple[float, int, dict[str, Any]]]:
+        return await asyncio.to_thread(self.store.events, query)
 
     async def event_media(self, event_id: str, kind: str) -> Path | bytes | None:
         found = self._media.find(event_id, kind)  # a worker on this machine wrote it here

@@ -112,10 +112,6 @@ class WorkerHost:
         if subscription is not None and stream is not None:
             stream.outputs.live.unsubscribe(subscription)
 
-    async def recent_events(self, limit: int, stream: str | None) -> list[dict[str, Any]]:
-        assert self.service.events is not None
-        return self.service.events.recent.latest(limit, stream)
-
     async def event_media(self, event_id: str, kind: str) -> bytes | None:
         assert self.service.events is not None
         path = self.service.events.store.find(event_id, kind)

@@ -210,6 +210,20 @@ function renderDetectors(stats) {
   }));
 }
 
+// What the service keeps on disk, against its retention (the oldest go first).
+function renderStorage(stats) {
+  const storage = stats.storage;
+  $('storage').hidden = !storage;
+  if (!storage) return;
+  const kept = (u) => `${u.mb.toFixed(1)} MB of ${u.retain_mb} MB, `
+    + `${+(u.retain_hours / 24).toFixed(1)} days at most`;
+  const parts = [];
+  if (storage.results) parts.push(`results ${kept(storage.results)}`);
+  if (storage.media) parts.push(`snapshots and clips ${kept(storage.media)}`);
+  parts.push(`${storage.events_indexed} events remembered`);
+  $('storage').textContent = `Kept on disk: ${parts.join(' · ')}`;
+}
+
 function renderTotals(stats) {
   const up = stats.streams.filter((s) => s.state === 'up').length;
   $('total-streams').textContent = stats.streams.length ? `${up}/${stats.streams.length} up` : '0';
@@ -252,10 +266,19 @@ function upsertStream(stream) {
   card.node.dataset.state = stream.state;
   card.part('reconnects').textContent =
     stream.reconnects === 1 ? '1 reconnect' : `${stream.reconnects} reconnects`;
-  card.part('error').textContent = card.notice || stream.error || '';
+  card.part('error').textContent = card.notice || stream.error || whyDown(stream);
   renderAnalytics(card, stream.analytics);
   $('no-streams').hidden = cards.size > 0;
   return card;
+}
+
+// Why a camera is not up, from its source: the last failure, the attempts, the next retry.
+function whyDown(stream) {
+  if (!stream.reason) return '';
+  const attempts = stream.attempts === 1 ? '1 attempt' : `${stream.attempts} attempts`;
+  const retry = stream.next_retry_at
+    ? `, next in ${Math.max(0, stream.next_retry_at - Date.now() / 1000).toFixed(0)} s` : '';
+  return `${stream.reason} (${attempts}${retry})`;
 }
 
 // Lines and zones over the latest frame, in its pixels (the snapshot is the full picture, so
@@ -309,6 +332,10 @@ function renderStreamFigures(card, s, now) {
     ? `dropped ${drops.map(([k, n]) => `${n} ${DROP_LABELS[k] || k}`).join(', ')}`
       + ` of ${s.received}`
     : `${s.outcomes.processed || 0} processed, none dropped`;
+  if (s.gaps) {
+    card.part('drops').textContent += ` · ${s.gaps === 1 ? '1 gap' : `${s.gaps} gaps`} `
+      + `(${fmtDuration(1000 * s.gap_s)} without frames)`;
+  }
 }
 
 function renderStreams(stats, now) {
@@ -550,6 +577,7 @@ function onStats(stats, via) {
   renderPipeline(stats, now);
   renderDrops(stats, now);
   renderDetectors(stats);
+  renderStorage(stats);
   renderStreams(stats, now);
   renderTotals(stats);
 }

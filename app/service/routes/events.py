@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
@@ -25,6 +26,7 @@ from app.service.routes.common import (
     sse,
 )
 from app.service.schemas import RecentEvents
+from app.service.store import CURSOR, EventQuery, EventType, cursor, parse_cursor
 from pipelines.events.media import EVENT_ID
 
 EventId = Annotated[str, FastApiPath(pattern=EVENT_ID.pattern)]
@@ -40,12 +42,33 @@ async def events(request: Request, host: Host) -> StreamingResponse:
     return EventStream(_feed(host, request), headers={"Cache-Control": "no-store"})
 
 
-@router.get("/recent", responses=errors(401))
-async def recent_events(host: Host, limit: Annotated[int, Query(ge=1, le=RECENT)] = 50,
-                        stream: str | None = None) -> RecentEvents:
-    """The latest events (``vidpipe.event/1``), newest first, of every stream or of
-    ``stream``; ``/api/events`` sends each as it happens."""
-    return RecentEvents(events=await host.recent_events(limit, stream))
+@router.get("/recent", responses=errors(400, 401))
+async def recent_events(
+        host: Host, limit: Annotated[int, Query(ge=1, le=RECENT)] = 50,
+        stream: str | None = None,
+        label: Annotated[str | None, Query(description="the object's class")] = None,
+        line: str | None = None, zone: str | None = None,
+        type: Annotated[list[EventType], Query()] = [],  # noqa: A002, B006 (FastAPI's way)
+        since: Annotated[float | datetime | None,
+                         Query(description="from (Unix time, or ISO 8601)")] = None,
+        until: Annotated[float | datetime | None,
+                         Query(description="before (Unix time, or ISO 8601)")] = None,
+        before: Annotated[str | None, Query(pattern=CURSOR.pattern,
+                                            description="the ``next`` of the page before")]
+        = None) -> RecentEvents:
+    """Events (``vidpipe.event/1``), newest first, remembered across restarts: of every
+    stream or of ``stream``, filtered by class, line, zone, type and time, a page at a time
+    (``next``); ``/api/events`` sends each as it happens."""
+    query = EventQuery(limit=limit, stream=stream, label=label, line=line, zone=zone,
+                       types=tuple(type), since=_unix(since), until=_unix(until),
+                       before=parse_cursor(before) if before else None)
+    rows = await host.recent_events(query)
+    after = cursor(*rows[-1][:2]) if len(rows) == limit else None
+    return RecentEvents(events=[event for _, _, event in rows], next=after)
+
+
+def _unix(moment: float | datetime | None) -> float | None:
+    return moment.timestamp() if isinstance(moment, datetime) else moment
 
 
 @router.get("/{event_id}/snapshot.jpg", response_class=JpegResponse,
