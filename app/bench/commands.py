@@ -191,7 +191,7 @@ def leanest(labels: list[str]) -> str:
     return "fp32"
 
 
-def profile(console: Console, sources: list[Path], model: str | None, seconds: float,
+def profile(console: Console, sources: list[str], model: str | None, seconds: float,
             batch_size: int, infer_threads: int | None,
             decode_threads: int | None = None) -> dict[str, Any]:
     path, spec = resolve_model(model)

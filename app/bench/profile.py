@@ -11,12 +11,13 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from app.bench.measure import CORES, LatencySink
-from app.run.sources import stream_ids
+from app.run.sources import Location, open_sources, stream_ids
 from models.spec import ModelSpec
 from pipelines.build import build_pipeline
 from pipelines.metrics import PipelineMetrics
@@ -45,16 +46,21 @@ async def _run_for(pipeline: Pipeline, seconds: float,
             task.cancel()
 
 
-def profile(paths: Sequence[Path], model_path: Path, spec: ModelSpec, options: PipelineOptions,
-            *, seconds: float) -> dict[str, Any]:
+def profile(locations: Sequence[Location], model_path: Path, spec: ModelSpec,
+            options: PipelineOptions, *, seconds: float) -> dict[str, Any]:
+    """Run ``locations`` (files, or camera URLs: connected once first, as ``vidpipe run``
+    does) for ``seconds`` and measure each stage against the slowest."""
     metrics = PipelineMetrics()
     sink = LatencySink()
-    ids = stream_ids(paths)
-    pipeline = build_pipeline(paths, ids, model_path, spec, [sink], metrics, options)
-    occupancy: dict[str, list[float]] = defaultdict(list)
-    cpu0, t0 = time.process_time(), time.monotonic()
-    asyncio.run(_run_for(pipeline, seconds, occupancy))
-    wall, cpu = time.monotonic() - t0, time.process_time() - cpu0
+    ids = stream_ids(locations)
+    with ExitStack() as stack:
+        sources = open_sources(locations, ids, stack, metrics)
+        pipeline = build_pipeline(locations, ids, model_path, spec, [sink], metrics, options,
+                                  open_source=lambda _, sid: sources[sid])
+        occupancy: dict[str, list[float]] = defaultdict(list)
+        cpu0, t0 = time.process_time(), time.monotonic()
+        asyncio.run(_run_for(pipeline, seconds, occupancy))
+        wall, cpu = time.monotonic() - t0, time.process_time() - cpu0
     frames = len(sink.samples)
     stages: list[dict[str, Any]] = []
     for s in metrics.stage_summaries(wall):

@@ -125,7 +125,9 @@ def bench(
 
 
 def profile(
-    sources: Annotated[list[Path], typer.Argument(help="Video files; all run at once.")],
+    sources: Annotated[list[str], typer.Argument(
+        help="Video files and camera URLs (rtsp://[user:pass@]host[:port]/path); all run at "
+             "once.", metavar="SOURCES...")],
     model: ModelOpt = None,
     seconds: Annotated[float, typer.Option("--seconds", help="How long to run.")] = 10.0,
     batch_size: BatchOpt = DEFAULTS.batch_size,

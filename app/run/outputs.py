@@ -15,6 +15,7 @@ from app.outputs.config import EventsConfig
 from app.run.events import RunEvents
 from app.run.summary import summarise
 from models.spec import ModelSpec
+from pipelines.analytics.config import AnalyticsConfig
 from pipelines.errors import ConfigError
 from pipelines.events.ring import PacketRing
 from pipelines.gpu_metrics import GpuSampler
@@ -58,8 +59,10 @@ class OutputFolder:
         self.sinks: list[Sink] = []
         self.events: RunEvents | None = None
 
-    def open_sinks(self, info: StreamInfo, annotate: bool) -> None:
-        """detections.jsonl, and with ``annotate`` an annotated video per stream."""
+    def open_sinks(self, info: StreamInfo, annotate: bool,
+                   analytics: AnalyticsConfig | None = None) -> None:
+        """detections.jsonl, and with ``annotate`` an annotated video per stream (its lines
+        and zones drawn with their counts, where ``analytics`` has any)."""
         out, ids = self.out, self.ids
         self.sinks.append(JsonlSink(out / "detections.jsonl", self.spec))
         if annotate:
@@ -67,7 +70,7 @@ class OutputFolder:
                 return out / ("annotated.mp4" if len(ids) == 1 else f"annotated-{sid}.mp4")
 
             self.sinks.append(AnnotatedVideoSink(path_for, lambda sid: info[sid][0],
-                                                 self.spec))
+                                                 self.spec, analytics))
 
     def open_events(self, config: EventsConfig, metrics: PipelineMetrics,
                     options: PipelineOptions, info: StreamInfo) -> dict[str, PacketRing]:

@@ -32,6 +32,7 @@ from pipelines.gpu_metrics import GpuSampler, gpu_sampler_for
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
+from pipelines.sources.media import picture_size
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,11 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
         try:
             sources = open_sources(paths, ids, stack, metrics, live=live)
             info = {sid: (s.fps, s.frame_count) for sid, s in sources.items()}
+            for sid, source in sources.items():  # files and cameras (connected): sizes known
+                if options.analytics is not None and (size := picture_size(source)):
+                    options.analytics.check_inside(size, sid)
             gpu = _observe(stack, metrics, options, metrics_port)
-            folder.open_sinks(info, annotate)
+            folder.open_sinks(info, annotate, options.analytics)
             if options.analytics is not None and options.analytics.active:
                 recorded = folder.open_events(events or EventsConfig(snapshots=False), metrics,
                                               options, info)

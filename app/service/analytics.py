@@ -1,11 +1,11 @@
-"""A running stream's analytics changed through the API: lines and zones at any time, a
-tracker for a stream that has none; a stream's tracker itself stays while it runs."""
+"""A running stream's analytics changed through the API: lines, zones and masks at any time,
+a tracker for a stream that has none; a stream's tracker itself stays while it runs."""
 
 from __future__ import annotations
 
 from app.errors import TrackerFixed
-from app.service.config import AnalyticsUpdate, analytics_config
-from app.service.streams import StreamState
+from app.service.config import AnalyticsUpdate, analytics_config, check_masks
+from app.service.streams import StreamState, check_fits
 from pipelines.analytics.config import TrackerSettings
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.metrics import PipelineMetrics
@@ -13,13 +13,24 @@ from pipelines.metrics import PipelineMetrics
 
 def update_analytics(stream: StreamState, update: AnalyticsUpdate,
                      metrics: PipelineMetrics) -> bool:
-    """Apply ``update`` to ``stream``; False where it asks for nothing (no tracker, no line,
-    no zone) on a stream that has no analytics. TrackerFixed (409) for another tracker."""
+    """Apply ``update``'s tracker, lines and zones to ``stream``; False where it changes
+    nothing: no tracker, line or zone on a stream that has no analytics, and the same masks
+    (which the caller keeps in the stream's config). TrackerFixed (409) for another tracker;
+    ConfigError (400) for a shape outside the picture."""
+    check_masks(update.masks)
+    check_fits(None, stream.source, stream.id, update.masks)
+    counting = _update_counting(stream, update, metrics)
+    return counting or update.masks != stream.masks
+
+
+def _update_counting(stream: StreamState, update: AnalyticsUpdate,
+                     metrics: PipelineMetrics) -> bool:
     current = stream.analytics
     if current is None:
         config = analytics_config(update.track, update.lines, update.zones)
         if config is None:
             return False
+        check_fits(config, stream.source, stream.id)
         assert stream.detector is not None, "a running stream has its detector"
         fps = float(getattr(stream.source, "fps", 0) or 30.0)
         stream.analytics = StreamAnalytics(stream.id, config, stream.detector.spec, fps, metrics)
@@ -33,5 +44,6 @@ def update_analytics(stream: StreamState, update: AnalyticsUpdate,
     config = analytics_config(current.config.track, update.lines, update.zones,
                               current.config.detect_every)
     if config is not None:
+        check_fits(config, stream.source, stream.id)
         current.reconfigure(config)
     return True

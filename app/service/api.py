@@ -43,7 +43,7 @@ from app.errors import (
 from app.service.body_limit import BodyLimit
 from app.service.config import ServiceConfig, answered_hosts
 from app.service.host import LocalHost, open_host
-from app.service.routes import events, streams, system
+from app.service.routes import docs, events, streams, system
 from pipelines.errors import VidpipeError
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard"
@@ -69,14 +69,16 @@ def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None)
         finally:
             await host.aclose()
 
-    app = FastAPI(title="vidpipe", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="vidpipe", version=__version__, lifespan=lifespan, docs_url=None,
+                  redoc_url=None,  # app.service.routes.docs: the same, from local assets
                   description="Streams, per-stage latency and detections of a vidpipe service.")
     app.state.host = host
     app.state.token = config.api_token
     if isinstance(host, LocalHost):
         app.state.service = host.service
-    for router in (streams.router, events.router, system.router):
+    for router in (streams.router, events.router, system.router, docs.router):
         app.include_router(router)
+    docs.mount_assets(app)
     app.add_exception_handler(VidpipeError, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from models.checked import CheckedBody, Count, describe_error
 from pipelines.analytics.config import (
     AnalyticsConfig,
     LineConfig,
+    MaskConfig,
     TrackerKind,
     TrackerSettings,
     ZoneConfig,
@@ -30,6 +31,14 @@ from pipelines.errors import ConfigError
 from pipelines.settings import PipelineSettings
 
 STREAM_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+def check_masks(masks: list[MaskConfig]) -> None:
+    """ConfigError (400) for two masks of one name: the schema cannot say it."""
+    names = [mask.name for mask in masks]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"mask names must be unique: {', '.join(twice)}")
 
 
 class StreamConfig(CheckedBody):
@@ -44,30 +53,35 @@ class StreamConfig(CheckedBody):
     track: TrackerKind | TrackerSettings | None = None
     lines: list[LineConfig] = Field(default_factory=list, max_length=64)
     zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
+    masks: list[MaskConfig] = Field(default_factory=list, max_length=64)  # source pixels
     detect_every: Count = Field(default=1, ge=1, le=30)
 
     def analytics(self) -> AnalyticsConfig | None:
-        """The stream's analytics (None: detections only); ConfigError when they do not fit
-        together (a name used twice): the schema cannot say it, the service answers 400."""
+        """The stream's analytics (None: detections only); ConfigError when they, or its
+        masks, do not fit together (a name used twice): the schema cannot say it, the
+        service answers 400."""
+        check_masks(self.masks)
         return analytics_config(self.track, self.lines, self.zones, self.detect_every)
 
 
 class AnalyticsUpdate(CheckedBody):
-    """``PUT /api/streams/{id}/analytics``: the stream's lines and zones from now on (a
-    line or zone kept as it was keeps its counts), and a tracker for a stream without one."""
+    """``PUT /api/streams/{id}/analytics``: the stream's lines, zones and masks from now on
+    (a line or zone kept as it was keeps its counts), and a tracker for a stream without
+    one."""
 
     track: TrackerKind | TrackerSettings | None = None
     lines: list[LineConfig] = Field(default_factory=list, max_length=64)
     zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
+    masks: list[MaskConfig] = Field(default_factory=list, max_length=64)  # source pixels
 
     def applied_to(self, cfg: StreamConfig) -> StreamConfig:
-        """``cfg`` as the stream runs after this update: its lines and zones replaced, its
-        tracker its own (or this update's, or ByteTrack, once it has lines or zones)."""
+        """``cfg`` as the stream runs after this update: its lines, zones and masks replaced,
+        its tracker its own (or this update's, or ByteTrack, once it has lines or zones)."""
         track = cfg.track or self.track
         if track is None and (self.lines or self.zones):
             track = "bytetrack"
         return cfg.model_copy(update={"track": track, "lines": self.lines,
-                                      "zones": self.zones})
+                                      "zones": self.zones, "masks": self.masks})
 
 
 def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[LineConfig],

@@ -17,6 +17,7 @@ from typing import Any
 from app.outputs.event_outputs import EventOutputs, close_in_turn
 from app.service.config import ServiceConfig
 from app.service.store import ServiceStore
+from app.service.streams import StreamState
 from models.spec import ModelSpec
 from pipelines.events.files import EventFiles
 from pipelines.events.media import MediaStore
@@ -86,6 +87,20 @@ class ServiceEvents:
         return EventSink(spec, self.settings, self.outputs.outputs, fps_of=fps_of,
                          end_s_of=lost_s_of, rings={stream: ring} if ring is not None else {},
                          media=self.media, metrics=self.metrics)
+
+    def attach(self, stream: StreamState, spec: ModelSpec, tracked: bool) -> PacketRing | None:
+        """The stream's EventSink among its outputs; its packet ring where clips are on and
+        the stream is tracked from the start (one given a tracker later has no clips)."""
+        ring = self.ring() if tracked else None
+
+        def lost_s(_: str) -> float:
+            track = stream.analytics.config.track if stream.analytics is not None else None
+            return (track.lost_frames if track is not None else 30) / 30.0
+
+        stream.outputs.events = self.sink(
+            stream.id, spec, lambda _: float(getattr(stream.source, "fps", 0) or 30.0),
+            lost_s, ring)
+        return ring
 
     def close(self) -> None:
         """After the streams: their objects' media, then the sinks' deliveries."""

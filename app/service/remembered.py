@@ -46,9 +46,8 @@ class RememberedStreams:
             assert cfg.id is not None
             if origin == "config":
                 if cfg.id in running:
-                    plan.changes.append((cfg.id, AnalyticsUpdate(track=cfg.track,
-                                                                 lines=cfg.lines,
-                                                                 zones=cfg.zones)))
+                    plan.changes.append((cfg.id, AnalyticsUpdate(
+                        track=cfg.track, lines=cfg.lines, zones=cfg.zones, masks=cfg.masks)))
             elif cfg.id in running:
                 log.warning("stream %s (%s), added over the API before, is not restored: the "
                             "config declares a stream with that id now", cfg.id,

@@ -61,3 +61,9 @@ class StreamOutputs:
         ended (the last snapshot stays readable)."""
         for sink in self.sinks:
             sink.close()
+
+    def discard(self) -> None:
+        """The stream was refused before it ran: closed, and its results file (empty) gone."""
+        self.close()
+        if self.file is not None:
+            self.file.file.discard()

@@ -97,6 +97,7 @@ class Housekeeper:
         self.results: Usage | None = None
         self.media_usage: Usage | None = None
         self.events_indexed = 0
+        self.measured_at: float | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -122,6 +123,7 @@ class Housekeeper:
                                      self.media.retain_mb)
         self.index.prune_events(now - 3600 * self.index_retain_hours, self.index.index_max)
         self.events_indexed = self.index.count_events()
+        self.measured_at = time.time()
 
     async def aclose(self) -> None:
         if self._task is not None:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.analytics.config import LineConfig, ZoneConfig
+from pipelines.analytics.config import LineConfig, MaskConfig, ZoneConfig
 
 
 class _Answer(BaseModel):
@@ -74,6 +74,8 @@ class Stream(_Answer):
                                       "began")
     created_at: float | None = Field(default=None, description="Unix time")
     analytics: StreamAnalytics | None = None
+    masks: list[MaskConfig] = Field(default_factory=list, description="motion masks, in "
+                                    "source pixels (kept and drawn; not read by anything yet)")
     worker: str | None = Field(default=None, description="the process that runs it")
 
 
@@ -137,6 +139,8 @@ class Storage(_Answer):
                                   "files (null: none written)")
     media: Usage | None = Field(description="the events' snapshots and clips")
     events_indexed: int = Field(description="events the service remembers (the recent list)")
+    measured_at: float | None = Field(default=None, description="Unix time these were "
+                                      "measured (every minute, and at start)")
 
 
 class Stats(_Answer):

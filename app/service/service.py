@@ -31,12 +31,14 @@ from app.service.store import ServiceStore
 from app.service.streams import (
     StreamState,
     admit,
+    check_fits,
     check_stream_model,
     resolve_source,
     source_opener,
 )
 from models.zoo import resolve_model
 from pipelines.analytics.stream import StreamAnalytics
+from pipelines.errors import ConfigError
 from pipelines.events.ring import PacketRing
 from pipelines.gpu_metrics import GpuSampler, gpu_sampler_for
 from pipelines.metrics import PipelineMetrics
@@ -117,7 +119,8 @@ class Service:
                              cfg.policy or "drop_oldest",
                              StreamOutputs.open(stream_id, spec, self.config),
                              config=cfg.model_copy(update={"id": stream_id}))
-        ring = self._events_for(stream, spec, tracked=analytics_config is not None)
+        assert self.events is not None, "the service has not started"
+        ring = self.events.attach(stream, spec, tracked=analytics_config is not None)
         self.streams[stream_id] = stream
         self.metrics.restart_counts(stream_id)  # an id used before starts from zero
         self.metrics.set_stream_state(stream_id, stream.state)  # down until it is up
@@ -125,7 +128,7 @@ class Service:
             await self._attach(stream, model, model_path, spec, target, ring, analytics_config)
         except Exception:
             del self.streams[stream_id]
-            stream.outputs.close()
+            stream.outputs.discard()
             if stream.detector is not None:
                 await self.detectors.unload_if_idle(stream.detector)
             raise
@@ -140,6 +143,11 @@ class Service:
         async with self.detectors.lock:
             stream.detector = await self.detectors.get(model, model_path, spec)
             source = await asyncio.to_thread(self._opener(stream, ring), target, stream.id)
+            try:  # a file's size is known now; a camera's once it is up (_set_state)
+                check_fits(analytics, source, stream.id, stream.masks)
+            except ConfigError:
+                source.close()
+                raise
             if analytics is not None:
                 stream.analytics = StreamAnalytics(stream.id, analytics, spec,
                                                    float(getattr(source, "fps", 0) or 30.0),
@@ -153,21 +161,6 @@ class Service:
             if stream.detector is detector and stream.pipeline is not None:
                 stream.error = f"detector {detector.name} failed: {error}"
                 await stream.pipeline.stop(drain=False)
-
-    def _events_for(self, stream: StreamState, spec: Any, tracked: bool) -> PacketRing | None:
-        """The stream's EventSink among its outputs; its packet ring where clips are on and
-        the stream is tracked from the start (one given a tracker later has no clips)."""
-        assert self.events is not None, "the service has not started"
-        ring = self.events.ring() if tracked else None
-
-        def lost_s(_: str) -> float:
-            track = stream.analytics.config.track if stream.analytics is not None else None
-            return (track.lost_frames if track is not None else 30) / 30.0
-
-        stream.outputs.events = self.events.sink(
-            stream.id, spec, lambda _: float(getattr(stream.source, "fps", 0) or 30.0),
-            lost_s, ring)
-        return ring
 
     def _opener(self, stream: StreamState,
                 ring: PacketRing | None = None) -> Callable[[Any, str], Any]:
@@ -189,6 +182,14 @@ class Service:
 
     def _set_state(self, stream: StreamState, state: str) -> None:
         stream.source_state = state
+        if state == "up" and stream.pipeline is not None:
+            try:  # a camera's picture size is known now: its lines and zones must fit it
+                check_fits(stream.analytics and stream.analytics.config, stream.source,
+                           stream.id, stream.masks)
+            except ConfigError as e:
+                stream.error = str(e)
+                log.error("%s", e)
+                asyncio.ensure_future(stream.pipeline.stop(drain=False))
         self._show_state(stream)
 
     def _show_state(self, stream: StreamState) -> None:
@@ -237,15 +238,14 @@ class Service:
         return "failed" if stream.error and not stream.detector_restarting else "stopped"
 
     def set_analytics(self, stream_id: str, update: AnalyticsUpdate) -> StreamState:
-        """A stream's lines and zones from now on (and a tracker, for a stream without one);
+        """A stream's lines, zones and masks from now on (a tracker, for a stream without one);
         its tracker and detection interval are its own while it runs."""
         stream = self.stream(stream_id)
-        if update_analytics(stream, update, self.metrics):
-            if stream.config is not None:
-                stream.config = update.applied_to(stream.config)
+        if update_analytics(stream, update, self.metrics) and stream.config is not None:
+            stream.config = update.applied_to(stream.config)
             self.feed.emit({"type": "stream", "stream": stream.shown()})
-            log.info("stream %s: %d line(s), %d zone(s)", stream_id, len(update.lines),
-                     len(update.zones))
+            log.info("stream %s: %d line(s), %d zone(s), %d mask(s)", stream_id,
+                     len(update.lines), len(update.zones), len(update.masks))
         return stream
 
     async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> dict[str, Any]:

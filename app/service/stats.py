@@ -69,4 +69,4 @@ def _storage(service: Service) -> Storage | None:
     return Storage(
         results=None if keeper.results is None else Usage(**asdict(keeper.results)),
         media=None if keeper.media_usage is None else Usage(**asdict(keeper.media_usage)),
-        events_indexed=keeper.events_indexed)
+        events_indexed=keeper.events_indexed, measured_at=keeper.measured_at)

@@ -22,9 +22,15 @@ from app.service.results import StreamOutputs
 from app.service.schemas import Stream
 from app.service.schemas import StreamAnalytics as StreamAnalyticsView
 from models.zoo import zoo_names
+from pipelines.analytics.config import (
+    AnalyticsConfig,
+    MaskConfig,
+    check_points_inside,
+    mask_shapes,
+)
 from pipelines.events.ring import PacketRing, RecordingSource
 from pipelines.pipeline import Pipeline
-from pipelines.sources.media import MEDIA_FORMATS
+from pipelines.sources.media import MEDIA_FORMATS, picture_size
 from pipelines.sources.paced import PacedFileSource
 from pipelines.sources.status import SourceStatus
 from pipelines.sources.url import redact, validate_rtsp_url
@@ -119,6 +125,10 @@ class StreamState:
     detector: Any = None  # the SharedDetector its intake (``pipeline``) puts into
     analytics: Any = None  # its StreamAnalytics (tracker, lines, zones), or None
 
+    @property
+    def masks(self) -> list[MaskConfig]:
+        return self.config.masks if self.config is not None else []
+
     def view(self, worker: str | None = None) -> Stream:
         """What the API shows: never the credentials, never internals. With analytics, its
         lines and zones (as configured) and their counts."""
@@ -134,6 +144,7 @@ class StreamState:
         return Stream(id=self.id, url=self.url, kind=self.kind, model=self.model,
                       policy=self.policy, state=self.state, reconnects=self.reconnects,
                       error=self.error, created_at=self.created_at, analytics=analytics,
+                      masks=self.masks,
                       worker=worker, reason=down.reason if down else None,
                       attempts=down.attempts if down else 0,
                       next_retry_at=down.next_retry_at if down else None,
@@ -164,3 +175,15 @@ def source_opener(stream: StreamState, config: ServiceConfig, ring: PacketRing |
         return stream.source
 
     return open_source
+
+
+def check_fits(analytics: AnalyticsConfig | None, source: Any, stream_id: str,
+               masks: list[MaskConfig] | None = None) -> None:
+    """ConfigError (400) where a line, zone or mask lies outside the source's picture, when
+    its size is known; a camera's is checked again once it is up."""
+    size = picture_size(source)
+    if size is None:
+        return
+    if analytics is not None:
+        analytics.check_inside(size, stream_id)
+    check_points_inside(mask_shapes(masks or []), size, stream_id)

@@ -74,6 +74,31 @@ class ZoneConfig(Checked):
     classes: list[str] | None = None
 
 
+class MaskConfig(Checked):
+    """A motion mask: a polygon whose movement (a clock overlay, trees in the wind) is not to
+    wake the detector. Kept with the stream and drawn in the camera UI; read by motion-gated
+    detection, which is not built yet: until then a mask changes nothing the model sees."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    polygon: list[tuple[Number, Number]] = Field(min_length=3, max_length=256)
+
+
+def check_points_inside(shapes: list[tuple[str, str, list[tuple[float, float]]]],
+                        size: tuple[int, int], stream: str) -> None:
+    """ConfigError naming the first shape (kind, name, points) with a point outside a
+    ``size`` (width, height) picture."""
+    width, height = size
+    for kind, name, points in shapes:
+        for x, y in points:
+            if not (0 <= x <= width and 0 <= y <= height):
+                raise ConfigError(f"stream {stream}: {kind} {name!r} has the point "
+                                  f"({x:g}, {y:g}), outside its {width}x{height} picture")
+
+
+def mask_shapes(masks: list[MaskConfig]) -> list[tuple[str, str, list[tuple[float, float]]]]:
+    return [("mask", mask.name, list(mask.polygon)) for mask in masks]
+
+
 class AnalyticsConfig(Checked):
     """A stream's analytics: lines and zones need a tracker (counting is per track)."""
 
@@ -101,6 +126,16 @@ class AnalyticsConfig(Checked):
     @property
     def active(self) -> bool:
         return self.track is not None
+
+    def check_inside(self, size: tuple[int, int], stream: str) -> None:
+        """ConfigError naming the first line or zone with a point outside a ``size`` (width,
+        height) picture: it would count nothing, and say nothing about it."""
+        shapes: list[tuple[str, str, list[tuple[float, float]]]] = [
+            ("line", line.name, [(line.points[0], line.points[1]),
+                                 (line.points[2], line.points[3])])
+            for line in self.lines]
+        shapes += [("zone", zone.name, list(zone.polygon)) for zone in self.zones]
+        check_points_inside(shapes, size, stream)
 
 
 def from_flags(track: str | None, lines: list[str], zones: list[str],

@@ -76,6 +76,17 @@ class RotatingLines:
             os.close(self._fd)
             self._fd = -1
 
+    def discard(self) -> None:
+        """Closed, and gone if nothing was ever written to it (a stream refused after its
+        outputs opened leaves nothing behind); its folder too, if that is left empty."""
+        self.close()
+        if self.rotations == 0 and self.path.exists() and self.path.stat().st_size == 0:
+            self.path.unlink()
+            try:
+                self.directory.rmdir()
+            except OSError:  # other files of the stream's: kept
+                pass
+
 
 class RotatingJsonlSink(ClosingSink):
     """A stream's results, ``detection_line`` a line, in ``<directory>/detections.jsonl``."""

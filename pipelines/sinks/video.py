@@ -1,36 +1,77 @@
-"""AnnotatedVideoSink: the frames with their boxes drawn, one H.264 MP4 per stream."""
+"""AnnotatedVideoSink: the frames with their boxes (label, track id, score), lines and zones
+(with their counts) drawn, one H.264 MP4 per stream."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import cv2
 import numpy as np
 
 from models.spec import ModelSpec
+from pipelines.analytics.config import AnalyticsConfig
 from pipelines.frame import Detections, Result, host_array
 from pipelines.sinks.atomic import AtomicPath
 from pipelines.sinks.stage import ClosingSink
 
+_LINE = (255, 220, 0)
+_ZONE = (0, 230, 255)
 _COLOURS = [(255, 56, 56), (72, 249, 10), (0, 194, 255), (255, 157, 151), (146, 204, 23),
             (187, 212, 0), (255, 178, 29), (207, 210, 49), (52, 69, 147), (255, 112, 31)]
 
 
 def draw_detections(image: np.ndarray, detections: Detections, spec: ModelSpec) -> np.ndarray:
-    """A copy of an RGB image with each box and its label and score drawn on it."""
+    """A copy of an RGB image with each box and its label, track id (where tracked) and
+    score drawn on it."""
     out = np.ascontiguousarray(image).copy()
-    thickness = max(1, round(min(out.shape[:2]) / 360))
-    for box, score, cls in zip(detections.xyxy, detections.score, detections.class_id, strict=True):
+    thickness = _thickness(out)
+    for box, score, cls, tid in zip(detections.xyxy, detections.score, detections.class_id,
+                                    detections.track_id, strict=True):
         x1, y1, x2, y2 = (int(round(v)) for v in box)
         colour = _COLOURS[int(cls) % len(_COLOURS)]
         cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness)
-        text = f"{spec.label(int(cls))} {score:.2f}"
-        cv2.putText(out, text, (x1 + 2, max(y1 - 4, 12)), cv2.FONT_HERSHEY_SIMPLEX,
-                    0.4 * thickness, colour, thickness, cv2.LINE_AA)
+        track = f" #{int(tid)}" if tid >= 0 else ""
+        _text(out, f"{spec.label(int(cls))}{track} {score:.2f}", (x1 + 2, max(y1 - 4, 12)),
+              colour, thickness)
     return out
+
+
+def draw_analytics(image: np.ndarray, config: AnalyticsConfig,
+                   counts: dict[str, Any] | None) -> np.ndarray:
+    """``image`` (drawn on in place) with the stream's counting lines and zones, each named
+    with its counts after the frame (``Result.analytics``)."""
+    thickness = _thickness(image)
+    counts = counts or {"lines": {}, "zones": {}}
+    for zone in config.zones:
+        points = np.array([[round(x), round(y)] for x, y in zone.polygon], np.int32)
+        cv2.polylines(image, [points], True, _ZONE, thickness, cv2.LINE_AA)
+        c = counts["zones"].get(zone.name, {})
+        top = points[points[:, 1].argmin()]  # its label above its highest point, in view
+        _text(image, f"{zone.name} {c.get('occupancy', 0)} in",
+              (int(top[0]) + 2, max(int(top[1]) - 4, 12 * thickness)), _ZONE, thickness)
+    for line in config.lines:
+        x1, y1, x2, y2 = (round(v) for v in line.points)
+        cv2.line(image, (x1, y1), (x2, y2), _LINE, thickness + 1, cv2.LINE_AA)
+        c = counts["lines"].get(line.name, {})
+        _text(image, f"{line.name} in {c.get('in', 0)} out {c.get('out', 0)}",
+              ((x1 + x2) // 2, (y1 + y2) // 2), _LINE, thickness)
+    return image
+
+
+def _thickness(image: np.ndarray) -> int:
+    return max(1, round(min(image.shape[:2]) / 360))
+
+
+def _text(image: np.ndarray, text: str, at: tuple[int, int], colour: tuple[int, int, int],
+          thickness: int) -> None:
+    """``text`` in ``colour`` on a dark outline, readable on any picture."""
+    for ink, width in (((0, 0, 0), thickness + 2), (colour, thickness)):
+        cv2.putText(image, text, (int(at[0]), int(at[1])), cv2.FONT_HERSHEY_SIMPLEX,
+                    0.4 * thickness, ink, width, cv2.LINE_AA)
 
 
 class _Encoder:
@@ -63,10 +104,12 @@ class AnnotatedVideoSink(ClosingSink):
     wants_images = True
 
     def __init__(self, path_for: Callable[[str], Path], fps_for: Callable[[str], float],
-                 spec: ModelSpec) -> None:
+                 spec: ModelSpec, analytics: AnalyticsConfig | None = None) -> None:
+        """``analytics``: the streams' lines and zones, drawn with their counts."""
         self._path_for = path_for
         self._fps_for = fps_for
         self.spec = spec
+        self.analytics = analytics
         self._encoders: dict[str, _Encoder] = {}
         self._closed = False
 
@@ -87,7 +130,10 @@ class AnnotatedVideoSink(ClosingSink):
         if encoder is None:
             encoder = _Encoder(self._path_for(stream), frame.size, self._fps_for(stream))
             self._encoders[stream] = encoder
-        encoder.encode(draw_detections(host_array(frame.image), result.detections, self.spec))
+        image = draw_detections(host_array(frame.image), result.detections, self.spec)
+        if self.analytics is not None:
+            draw_analytics(image, self.analytics, result.analytics)
+        encoder.encode(image)
 
     def close(self, commit: bool = True) -> None:
         if self._closed:

@@ -239,3 +239,76 @@ def test_a_streams_lines_and_zones_are_configured_shown_and_replaced(media_root)
         assert client.put("/api/streams/nope/analytics", json={}).status_code == 404
         bad = client.post("/api/streams", json=body | {"id": "cam2", "lines": [line, line]})
         assert bad.status_code == 400 and "unique" in bad.text
+
+
+def test_a_refused_stream_leaves_nothing_on_disk(media_root):
+    """Issue 34, item 5: a stream refused once its outputs were opened (a file that is not
+    a video) leaves no empty results file, and nothing remembered."""
+    (media_root / "notes.mp4").write_text("not a video\n")
+    results = media_root.parent / "results"
+    with client_for(media_root) as client:
+        r = client.post("/api/streams", json={"url": str(media_root / "notes.mp4"),
+                                              "id": "notes"})
+        assert r.status_code == 400, r.text
+        assert client.get("/api/streams").json() == []
+    assert not (results / "notes").exists()
+    with client_for(media_root) as client:  # restarted: nothing comes back
+        assert client.get("/api/streams").json() == []
+
+
+def test_a_line_outside_the_picture_is_refused_naming_it(media_root):
+    """Issue 34, item 5: a line at x = 5000 on a 320x240 file counted nothing, silently."""
+    clip = str(media_root / "cam.mp4")
+    outside = {"lines": [{"name": "door", "points": [0, 10, 5000, 10]}]}
+    with client_for(media_root) as client:
+        r = client.post("/api/streams", json={"url": clip, "id": "far", **outside})
+        assert r.status_code == 400
+        assert "line 'door' has the point (5000, 10), outside its 320x240 picture" in r.text
+        assert client.post("/api/streams", json={"url": clip, "id": "cam"}).status_code == 201
+        r = client.put("/api/streams/cam/analytics",
+                       json={"zones": [{"name": "yard", "polygon": [[0, 0], [10, 0], [10, 900]]}]})
+        assert r.status_code == 400 and "zone 'yard'" in r.text, r.text
+        assert client.get("/api/streams/cam").json()["analytics"] is None
+    assert not (media_root.parent / "results" / "far").exists()
+
+
+def test_masks_are_kept_shown_checked_and_remembered(media_root):
+    """Issue 34, item 4: motion masks drawn in the camera UI go through the API (no tracker
+    needed), must fit the picture, and come back after a restart."""
+    clip = str(media_root / "cam.mp4")
+    clock = {"name": "clock", "polygon": [[0, 0], [80, 0], [80, 20], [0, 20]]}
+    with client_for(media_root) as client:
+        assert client.post("/api/streams", json={"url": clip, "id": "cam"}).status_code == 201
+        put = client.put("/api/streams/cam/analytics", json={"masks": [clock]})
+        assert put.status_code == 200, put.text
+        assert put.json()["masks"] == [clock] and put.json()["analytics"] is None
+        outside = {"name": "sky", "polygon": [[0, 0], [400, 0], [0, 10]]}
+        r = client.put("/api/streams/cam/analytics", json={"masks": [clock, outside]})
+        assert r.status_code == 400 and "mask 'sky' has the point (400, 0)" in r.text, r.text
+        twice = client.put("/api/streams/cam/analytics", json={"masks": [clock, clock]})
+        assert twice.status_code == 400 and "mask names must be unique: clock" in twice.text
+        assert client.get("/api/streams/cam").json()["masks"] == [clock]
+    with client_for(media_root) as client:  # the same state_dir: remembered
+        assert client.get("/api/streams/cam").json()["masks"] == [clock]
+
+
+def test_a_re_added_id_starts_from_zero_everywhere(media_root):
+    """Issue 34, item 5: /api/stats had kept the old stream's counts under a re-added id
+    while /metrics started again."""
+    body = {"url": str(media_root / "cam.mp4"), "id": "again"}
+
+    def figures(client):
+        return next(s for s in client.get("/api/stats").json()["streams"] if s["id"] == "again")
+
+    with client_for(media_root) as client:
+        assert client.post("/api/streams", json=body).status_code == 201
+        before = wait_for(lambda: (f := figures(client))["received"] >= 30 and f)
+        assert client.delete("/api/streams/again").status_code == 204
+        assert client.post("/api/streams", json=body).status_code == 201
+        again = figures(client)
+        assert again["received"] < before["received"] and \
+            sum(again["outcomes"].values()) < sum(before["outcomes"].values())
+        metrics = client.get("/metrics").text
+        counted = [line for line in metrics.splitlines()
+                   if line.startswith('vidpipe_frames_total{outcome="processed",stream="again"}')]
+        assert not counted or float(counted[0].split()[-1]) < before["outcomes"]["processed"]

@@ -6,149 +6,44 @@ browser. Skips without them, and fails instead when ``REQUIRE_BROWSER=1``. Leave
 in ``test-artifacts/dashboard.png`` at the repository root.
 """
 
-import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
 import urllib.request
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.support.requires import unavailable
+from tests.support.browser import (
+    ARTIFACTS,
+    STAGES,
+    chromium,
+    free_port,
+    get_json,
+    open_page,
+    send_json,
+    serving,
+)
 
 pytestmark = pytest.mark.slow  # Chromium and a real service per module
 
-REPO = Path(__file__).resolve().parents[2]
-SCREENSHOT = REPO / "test-artifacts" / "dashboard.png"
-CHROMIUM = Path("/usr/bin/chromium")
-# Root on a machine without a network: no sandbox, no GPU, nothing that phones home.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
-STAGES = ("decode", "preprocess", "infer", "postprocess", "sink")
+SCREENSHOT = ARTIFACTS / "dashboard.png"
 LATENCY = re.compile(r"p50\s*\d[\d.]*\s*p95\s*\d[\d.]*\s*p99\s*\d[\d.]*\s*ms")
 FIRST_DATA_S = 5.0  # the acceptance: every stage shows latency this soon after the page loads
 
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's Chromium under Playwright, or a skip that says what is missing."""
-    missing = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing = "the playwright package is not installed (pip install playwright==1.65.2)"
-    if missing is None and not CHROMIUM.exists():
-        missing = f"{CHROMIUM} is missing (apt-get install chromium)"
-    if missing is not None:
-        unavailable("browser", missing)
-    try:  # Playwright's driver is a Node.js binary: it needs the system's libatomic1
-        playwright = sync_playwright().start()
-    except Exception as e:
-        unavailable("browser", f"Playwright's driver does not start ({e}; its own error is in "
-                               "the output above: apt-get install libatomic1)")
-    try:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-    finally:
-        playwright.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _get_json(url: str, token: str | None = None):
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
-                                timeout=5) as response:
-        return json.loads(response.read())
-
-
-def _all_stages_measured(base: str, token: str | None = None) -> bool:
-    try:
-        stages = {s["stage"]: s for s in _get_json(f"{base}/api/stats", token)["stages"]}
-    except (OSError, urllib.error.URLError, ValueError):
-        return False  # not listening yet
-    return all(name in stages and stages[name]["work_ms"]["p50"] is not None
-               for name in STAGES)
-
-
-@contextmanager
-def _serving(small_clip: Path, tmp_path: Path, token: str | None = None,
-             stream: dict | None = None, **settings):
-    """`vidpipe serve` on a free port with one file stream ("cam"), once every stage has
-    measured; ``token``: the service's VIDPIPE_API_TOKEN; ``stream``: more keys of the
-    stream; ``settings``: more keys of the config."""
-    media = tmp_path / "media"
-    media.mkdir()
-    clip = media / "cam.mp4"
-    clip.write_bytes(small_clip.read_bytes())
-    port = _free_port()
-    config = tmp_path / "service.yaml"
-    config.write_text(yaml.safe_dump({
-        "host": "127.0.0.1", "port": port, "media_roots": [str(media)],
-        "results_dir": str(tmp_path / "results"), "state_dir": str(tmp_path / "state"),
-        "streams": [{"url": str(clip), "id": "cam", **(stream or {})}], **settings,
-    }))
-    # The developer's own VIDPIPE_* settings (a token, a port) must not change the test.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VIDPIPE_")}
-    if token is not None:
-        env["VIDPIPE_API_TOKEN"] = token
-    log_path = tmp_path / "service.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--config", str(config)],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while not _all_stages_measured(base, token):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the service did not measure every stage:\n{log_path.read_text()}")
-            time.sleep(0.2)
-        yield base, clip
-    finally:
-        proc.send_signal(signal.SIGTERM)  # drains the streams, as in production
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+browser = pytest.fixture(scope="module")(chromium)
 
 
 @pytest.fixture(scope="module")
 def service(small_clip, tmp_path_factory):
     """The service without a token, shared by the tests here, which leave it with its one
     stream."""
-    with _serving(small_clip, tmp_path_factory.mktemp("dashboard")) as served:
+    with serving(small_clip, tmp_path_factory.mktemp("dashboard")) as served:
         yield served
 
 
 @pytest.fixture
 def page(browser, service):
-    """A 1280x800 tab, closed before the service stops: its open event stream would otherwise
-    hold the service's graceful shutdown for its full timeout."""
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    page.errors = []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    try:
+    with open_page(browser, viewport={"width": 1280, "height": 800}) as page:
         yield page
-    finally:
-        page.close()
 
 
 def test_dashboard_shows_every_stage_and_adds_and_removes_streams(page, service):
@@ -204,7 +99,7 @@ def test_dashboard_shows_every_stage_and_adds_and_removes_streams(page, service)
     remove.click()
     remove.click()  # the second click confirms
     expect(page.get_by_test_id("stream-second")).to_have_count(0, timeout=10_000)
-    assert [s["id"] for s in _get_json(f"{base}/api/streams")] == ["cam"]
+    assert [s["id"] for s in get_json(f"{base}/api/streams")] == ["cam"]
     expect(page.get_by_test_id("stream-cam")).to_be_visible()
     assert page.errors == [], page.errors
 
@@ -216,15 +111,12 @@ def test_dashboard_draws_a_streams_lines_and_zones_with_their_counts(page, servi
     base, _ = service
     body = {"lines": [{"name": "door", "points": [0, 120, 320, 120]}],
             "zones": [{"name": "yard", "polygon": [[0, 0], [160, 0], [160, 240], [0, 240]]}]}
-    request = urllib.request.Request(f"{base}/api/streams/cam/analytics", method="PUT",
-                                     data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as answer:
-        assert answer.status == 200
+    assert send_json("PUT", f"{base}/api/streams/cam/analytics", body)["analytics"]
     page.goto(f"{base}/")
     overlay = page.get_by_test_id("stream-cam-overlay")
     expect(overlay.locator("line")).to_have_count(1, timeout=10_000)
-    expect(overlay.locator("polygon")).to_have_count(1)
+    expect(overlay.locator("polygon.zone")).to_have_count(1)
+    expect(overlay.locator("polygon.in-arrow")).to_have_count(1)
     expect(page.get_by_test_id("stream-cam-analytics")).to_contain_text(
         re.compile(r"line door in \d+, out \d+"))
     expect(page.get_by_test_id("stream-cam-analytics")).to_contain_text("zone yard")
@@ -237,12 +129,8 @@ def test_a_camera_that_cannot_be_reached_says_why_on_its_card(page, service):
     from playwright.sync_api import expect
 
     base, _ = service
-    body = {"url": f"rtsp://127.0.0.1:{_free_port()}/porch", "id": "porch"}
-    request = urllib.request.Request(f"{base}/api/streams", method="POST",
-                                     data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as answer:
-        assert answer.status == 201
+    body = {"url": f"rtsp://127.0.0.1:{free_port()}/porch", "id": "porch"}
+    assert send_json("POST", f"{base}/api/streams", body)["id"] == "porch"
     try:
         page.goto(f"{base}/")
         expect(page.get_by_test_id("stream-porch-state")).to_have_text("unreachable",
@@ -255,6 +143,31 @@ def test_a_camera_that_cannot_be_reached_says_why_on_its_card(page, service):
     finally:
         delete = urllib.request.Request(f"{base}/api/streams/porch", method="DELETE")
         urllib.request.urlopen(delete, timeout=10).close()
+
+
+def test_the_api_docs_render_with_the_network_cut_off(page, service):
+    """Issue 34, item 5: /docs and /redoc were blank offline (their scripts came from a
+    CDN); every request that leaves the service is refused here."""
+    from playwright.sync_api import expect
+
+    base, _ = service
+    left = []
+
+    def only_the_service(route):
+        if route.request.url.startswith(base):
+            route.continue_()
+        else:
+            left.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_the_service)
+    page.goto(f"{base}/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("vidpipe", timeout=10_000)
+    expect(page.locator(".opblock-summary-path").first).to_be_visible()
+    page.goto(f"{base}/redoc")
+    expect(page.locator("h1")).to_contain_text("vidpipe", timeout=10_000)
+    assert left == [], left
+    assert page.errors == [], page.errors
 
 
 def test_dashboard_polls_the_stats_when_the_event_stream_fails(page, service):
@@ -276,7 +189,7 @@ def test_with_a_token_the_dashboard_asks_for_it_once_and_then_shows_everything(
     live (and keeps it for the browser session, not for good)."""
     from playwright.sync_api import expect
 
-    with _serving(small_clip, tmp_path, token="s3cret-t0ken") as (base, _):
+    with serving(small_clip, tmp_path, token="s3cret-t0ken") as (base, _):
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         page = context.new_page()
         errors: list[str] = []
@@ -309,7 +222,7 @@ def test_dashboard_lists_events_with_their_snapshots_and_plays_a_clip(browser, t
     lanes = make_tracking_clip(tmp_path / "lanes.mp4", clip=4, frames=90, size=(320, 192))
     stream = {"track": "bytetrack", "lines": [{"name": "middle", "points": [160, 0, 160, 192]}]}
     events = {"media_dir": str(tmp_path / "events"), "clips": {"pre_s": 0.5, "post_s": 0.5}}
-    with _serving(lanes, tmp_path, token="ev3nts", stream=stream, model="shapes-yolo",
+    with serving(lanes, tmp_path, token="ev3nts", stream=stream, model="shapes-yolo",
                   events=events) as (base, _):
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
@@ -334,7 +247,7 @@ def test_dashboard_lists_events_with_their_snapshots_and_plays_a_clip(browser, t
             # Issue 34, item 3: the clip plays on its own timeline, from 0, as long as it is
             # (a looped file's clip had played from minutes in, its duration its stream time)
             event_id = ended.get_attribute("data-testid").removeprefix("event-")
-            recent = _get_json(f"{base}/api/events/recent", "ev3nts")
+            recent = get_json(f"{base}/api/events/recent", "ev3nts")
             event = next(e for e in recent["events"] if e["id"] == event_id)
             start, duration = video.evaluate("v => [v.seekable.start(0), v.duration]")
             assert start == 0.0 and duration == pytest.approx(event["clip_s"], abs=0.05)

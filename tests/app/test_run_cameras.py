@@ -97,3 +97,46 @@ def test_live_plays_a_file_as_a_camera(small_clip, tmp_path):
     summary = json.loads((tmp_path / "out/summary.json").read_text())
     stream = next(iter(summary["streams"].values()))
     assert stream["received"] == sum(stream["outcomes"].values()) > 0
+
+
+def test_profile_takes_a_camera_url(rtsp_servers):
+    """Issue 34, item 5: ``vidpipe profile rtsp://...`` profiles the camera (it said "no such
+    file"), and a camera nobody answers for is one line, its password hidden."""
+    server = rtsp_servers.start()
+    code, output = vidpipe("profile", server.url, "--seconds", 2, "--model", "shapes-yolo")
+    assert code == 0, output
+    assert "bottleneck" in output.lower() and "no such file" not in output
+    code, output = vidpipe("profile", f"rtsp://admin:{SECRET}@127.0.0.1:{free_port()}/x",
+                           "--seconds", 1)
+    assert code == 2 and "cannot connect" in output and SECRET not in output, output
+
+
+def test_a_line_outside_a_camera_s_picture_fails_the_stream_naming_it(rtsp_servers, tmp_path):
+    """In the service a camera's size is known once it is up: the stream fails then, with
+    the line named (issue 34, item 5)."""
+    from fastapi.testclient import TestClient
+
+    from app.service.api import create_app
+    from app.service.config import ServiceConfig
+    from tests.support.api import LOCAL
+
+    server = rtsp_servers.start()  # 320x240
+    body = {"url": server.url, "id": "gate",
+            "lines": [{"name": "kerb", "points": [0, 100, 320, 900]}]}
+    with TestClient(create_app(ServiceConfig(results_dir=tmp_path / "results")),
+                    base_url=LOCAL) as client:
+        assert client.post("/api/streams", json=body).status_code == 201
+        deadline = time.monotonic() + 15
+        while (shown := client.get("/api/streams/gate").json())["state"] != "failed":
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.1)
+        assert "line 'kerb' has the point (320, 900), outside its 320x240 picture" in \
+            shown["error"]
+
+
+def test_vidpipe_run_refuses_a_line_outside_the_picture_in_one_line(small_clip, tmp_path):
+    code, output = vidpipe("run", small_clip, "--line", "door=0,10,5000,10", "--out",
+                           tmp_path / "out", "--model", "shapes-yolo")
+    assert code == 2, output
+    assert "line 'door' has the point (5000, 10), outside its 320x240 picture" in output
+    assert "Traceback" not in output and not (tmp_path / "out" / "detections.jsonl").exists()

@@ -1,7 +1,10 @@
 // The vidpipe dashboard. Figures come from the server-sent events of /api/events (`stats`
 // every second, `stream` and `removed` on changes); while that stream is down the page polls
 // /api/stats instead. Latency history is kept here, in the page: the API only knows "now".
+import { $, api, authHeaders, clipButton, el, errorText, eventSnapshot, eventText, initToken,
+  needToken as markToken, whyDown } from './api.js';
 import { drawChart, fmtDuration, fmtMs, record } from './chart.js';
+import { drawShapes } from './shapes.js';
 
 const STAGES = ['decode', 'preprocess', 'infer', 'postprocess', 'sink'];
 // Where a stage that only some services have goes: analytics (tracked streams) before sink.
@@ -18,10 +21,8 @@ const SNAPSHOT_MS = 1000;
 const STALE_MS = 3500;
 // A card made from a POST answer may be missing from a stats event computed just before.
 const NEW_CARD_GRACE_MS = 3000;
-const TOKEN_KEY = 'vidpipe.apiToken';
 const NOTICE_MS = 10_000;
 
-const $ = (id) => document.getElementById(id);
 const history = { stages: new Map(), streams: new Map() }; // name -> [{t, p50, p95, p99}]
 const cards = new Map(); // stream id -> card (see makeCard)
 const stageBoxes = new Map(); // stage name -> {box, parts}
@@ -32,13 +33,6 @@ let pollTimer = null;
 // ---- helpers ----------------------------------------------------------------------------
 function rank(stage) {
   return ORDER.includes(stage) ? ORDER.indexOf(stage) : ORDER.length;
-}
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
 }
 
 // ---- pipeline ---------------------------------------------------------------------------
@@ -221,7 +215,10 @@ function renderStorage(stats) {
   if (storage.results) parts.push(`results ${kept(storage.results)}`);
   if (storage.media) parts.push(`snapshots and clips ${kept(storage.media)}`);
   parts.push(`${storage.events_indexed} events remembered`);
-  $('storage').textContent = `Kept on disk: ${parts.join(' · ')}`;
+  const age = storage.measured_at ? Math.max(0, Date.now() / 1000 - storage.measured_at) : null;
+  const when = age === null ? '' : ` (measured ${age < 90 ? `${age.toFixed(0)} s`
+    : `${(age / 60).toFixed(0)} min`} ago)`;
+  $('storage').textContent = `Kept on disk: ${parts.join(' · ')}${when}`;
 }
 
 function renderTotals(stats) {
@@ -267,51 +264,28 @@ function upsertStream(stream) {
   card.part('reconnects').textContent =
     stream.reconnects === 1 ? '1 reconnect' : `${stream.reconnects} reconnects`;
   card.part('error').textContent = card.notice || stream.error || whyDown(stream);
-  renderAnalytics(card, stream.analytics);
+  renderAnalytics(card, stream);
   $('no-streams').hidden = cards.size > 0;
   return card;
 }
 
-// Why a camera is not up, from its source: the last failure, the attempts, the next retry.
-function whyDown(stream) {
-  if (!stream.reason) return '';
-  const attempts = stream.attempts === 1 ? '1 attempt' : `${stream.attempts} attempts`;
-  const retry = stream.next_retry_at
-    ? `, next in ${Math.max(0, stream.next_retry_at - Date.now() / 1000).toFixed(0)} s` : '';
-  return `${stream.reason} (${attempts}${retry})`;
-}
-
 // Lines and zones over the latest frame, in its pixels (the snapshot is the full picture, so
-// the overlay's viewBox is the image's natural size), with their counts.
-const SVG = 'http://www.w3.org/2000/svg';
-function svg(tag, attrs, text) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
-
-function renderAnalytics(card, analytics) {
-  const overlay = card.part('overlay');
+// the overlay's viewBox is the image's natural size), with their counts in words beside it.
+function renderAnalytics(card, stream) {
+  const analytics = stream.analytics;
   const words = card.part('analytics');
-  overlay.replaceChildren();
+  drawShapes(card.part('overlay'), { lines: analytics ? analytics.lines : [],
+    zones: analytics ? analytics.zones : [], masks: [] }, analytics && analytics.counts);
   words.replaceChildren();
   if (!analytics) return;
   const parts = [];
   for (const zone of analytics.zones) {
     const c = analytics.counts.zones[zone.name] || {};
-    overlay.append(svg('polygon', { points: zone.polygon.map((p) => p.join(',')).join(' ') }));
-    const [x, y] = zone.polygon[0];
-    overlay.append(svg('text', { x, y }, `${zone.name} ${c.occupancy ?? 0}`));
     parts.push([`zone ${zone.name}`, `${c.occupancy ?? 0} in now, ${c.entered ?? 0} entered, `
       + `${c.exited ?? 0} left`]);
   }
   for (const line of analytics.lines) {
     const c = analytics.counts.lines[line.name] || {};
-    const [x1, y1, x2, y2] = line.points;
-    overlay.append(svg('line', { x1, y1, x2, y2 }));
-    overlay.append(svg('text', { x: (x1 + x2) / 2, y: (y1 + y2) / 2 },
-      `${line.name} in ${c.in ?? 0} out ${c.out ?? 0}`));
     parts.push([`line ${line.name}`, `in ${c.in ?? 0}, out ${c.out ?? 0}`]);
   }
   words.dataset.testid = `stream-${card.id}-analytics`;
@@ -391,59 +365,19 @@ const SHOWN_EVENTS = new Set(['new', 'end', 'line_cross', 'zone_enter', 'zone_ex
   'crowd_begin', 'crowd_end']);
 const shownEvents = new Set(); // event ids in the list
 
-function eventText(e) {
-  const what = e.class ? `${e.class}${e.track_id != null ? ` #${e.track_id}` : ''}` : '';
-  const where = e.line ? `line ${e.line} ${e.direction}` : e.zone ? `zone ${e.zone}` : '';
-  const extra = e.type === 'end' ? `${e.duration_s.toFixed(1)} s` :
-    e.dwell_s != null ? `dwell ${e.dwell_s.toFixed(1)} s` :
-    e.occupancy != null ? `${e.occupancy} inside` : '';
-  return [e.stream, what, where, extra].filter(Boolean).join(' · ');
-}
-
-// Media need the token too: fetched, then shown from a blob URL.
-async function mediaUrl(path) {
-  const r = await fetch(path, { cache: 'no-store', headers: authHeaders() });
-  if (!r.ok) throw new Error(`HTTP ${r.status}`);
-  return URL.createObjectURL(await r.blob());
-}
-
 function eventRow(e) {
   const row = el('li');
   row.dataset.testid = `event-${e.id}`;
   row.dataset.type = e.type;
   row.append(el('span', 'when', e.time.slice(11, 19)), el('span', 'kind', e.type),
     el('span', 'what', eventText(e)));
-  if (e.snapshot) {
-    const img = el('img');
-    img.alt = `${e.class} at its best`;
-    img.dataset.testid = `event-${e.id}-snapshot`;
-    mediaUrl(e.snapshot).then((url) => {
-      img.onload = () => { img.dataset.loaded = 'true'; };
-      img.src = url;
-    }).catch(() => img.remove());
-    row.append(img);
-  }
+  if (e.snapshot) row.append(eventSnapshot(e, `event-${e.id}`, (img) => img.remove()));
   if (e.clip) {
-    const button = el('button', 'clip', 'play clip');
-    button.type = 'button';
-    button.dataset.testid = `event-${e.id}-clip`;
-    button.addEventListener('click', async () => {
-      button.disabled = true;
-      try {
-        const video = el('video');
-        video.controls = true;
-        video.muted = true;
-        video.dataset.testid = `event-${e.id}-video`;
-        video.src = await mediaUrl(e.clip);
-        row.classList.add('watched');
-        video.addEventListener('ended', () => row.classList.remove('watched'));
-        button.replaceWith(video);
-        video.play().catch(() => {});
-      } catch (error) {
-        button.textContent = `clip unavailable (${error.message})`;
-      }
-    });
-    row.append(button);
+    row.append(clipButton(e, `event-${e.id}`, (video) => {
+      // a row whose clip is playing stays in the list until the clip ends (addEvent)
+      row.classList.add('watched');
+      video.addEventListener('ended', () => row.classList.remove('watched'));
+    }));
   }
   return row;
 }
@@ -480,35 +414,10 @@ async function loadRecentEvents() {
 // ---- the API -----------------------------------------------------------------------------
 // With a token set on the service every data route needs it, the event feed too: so the feed
 // is read with fetch (EventSource cannot send a header), and the token is kept for the
-// browser session only.
-function authHeaders() {
-  const token = $('token').value.trim();
-  return token ? { Authorization: `Bearer ${token}` } : {};
-}
-
+// browser session only (api.js).
 function needToken() {
   setLink('token', 'API token needed');
-  $('token').classList.add('needed');
-}
-
-function api(method, path, body) {
-  const headers = authHeaders();
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
-  return fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-}
-
-// The API answers {"detail": "..."} or, for a malformed body, a list of {loc, msg}.
-async function errorText(response) {
-  try {
-    const { detail } = await response.json();
-    if (Array.isArray(detail)) {
-      return detail.map((d) => `${d.loc.filter((p) => p !== 'body').join('.')}: ${d.msg}`).join('; ');
-    }
-    if (detail) return String(detail);
-  } catch {
-    // not JSON: fall through to the status line
-  }
-  return `${response.status} ${response.statusText}`;
+  markToken();
 }
 
 function setMessage(text, kind) {
@@ -657,9 +566,7 @@ function watchFreshness() {
 }
 
 function init() {
-  const token = $('token');
-  token.value = sessionStorage.getItem(TOKEN_KEY) || '';
-  token.addEventListener('change', () => sessionStorage.setItem(TOKEN_KEY, token.value.trim()));
+  initToken();
   $('add-form').addEventListener('submit', onAdd);
   for (const name of STAGES) stageBox(name);
   connect();

@@ -1,0 +1,125 @@
+// The review page: events (vidpipe.event/1) newest first, filtered by camera, kind, label,
+// line, zone and time range, a page at a time (the API's `next` cursor), with the ended
+// objects' snapshots and clips. The filters live in the page's address, so a filtered view
+// can be kept and shared.
+import { $, api, clipButton, el, errorText, eventSnapshot, eventText, initToken,
+  needToken } from './api.js';
+
+const PAGE = 25;
+const FILTERS = ['stream', 'type', 'label', 'line', 'zone', 'since', 'until'];
+let pages = []; // the cursors of the pages shown so far (null: the newest)
+
+function setLink(mode, text) {
+  $('link').dataset.mode = mode;
+  $('link').textContent = text;
+}
+
+// The address's filters; `since` and `until` as the browser's local time, sent as UTC.
+function filters() {
+  const params = new URLSearchParams(window.location.search);
+  return Object.fromEntries(FILTERS.map((k) => [k, params.get(k) || '']));
+}
+
+function query(f, before) {
+  const params = new URLSearchParams({ limit: String(PAGE) });
+  for (const key of ['stream', 'type', 'label', 'line', 'zone']) {
+    if (f[key]) params.set(key, f[key]);
+  }
+  for (const key of ['since', 'until']) {
+    if (f[key]) params.set(key, new Date(f[key]).toISOString());
+  }
+  if (before) params.set('before', before);
+  return `/api/events/recent?${params}`;
+}
+
+function when(iso) {
+  const t = new Date(iso);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} `
+    + `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}`;
+}
+
+function row(e) {
+  const li = el('li');
+  li.dataset.testid = `review-${e.id}`;
+  li.dataset.type = e.type;
+  li.dataset.time = e.time;
+  li.append(el('span', 'when', when(e.time)), el('b', '', e.stream), el('span', 'kind', e.type),
+    el('span', 'what', eventText(e, false)));
+  const prefix = `review-${e.id}`;
+  const gone = (img) => img.replaceWith(el('span', 'muted', 'snapshot gone (retention)'));
+  const img = e.snapshot ? eventSnapshot(e, prefix, gone) : el('span');
+  if (e.snapshot) img.addEventListener('click', () => img.classList.toggle('large'));
+  li.append(img, e.clip ? clipButton(e, prefix) : el('span'));
+  return li;
+}
+
+async function show(before) {
+  const f = filters();
+  const r = await api('GET', query(f, before));
+  if (r.status === 401) {
+    needToken();
+    setLink('token', 'API token needed');
+    return;
+  }
+  if (!r.ok) {
+    setLink('offline', 'service unreachable');
+    $('review').replaceChildren(el('li', 'empty', `the service refused: ${await errorText(r)}`));
+    return;
+  }
+  setLink('live', 'live');
+  const { events, next } = await r.json();
+  $('review').querySelectorAll('img, video').forEach((m) => m.src && URL.revokeObjectURL(m.src));
+  $('review').replaceChildren(...(events.length ? events.map(row)
+    : [el('li', 'empty', 'No events match: streams with a tracker make them.')]));
+  $('older').hidden = !next;
+  $('older').onclick = () => { pages.push(next); show(next); };
+  $('newest').hidden = pages.length === 0;
+  const shown = FILTERS.filter((k) => f[k]).map((k) => `${k} ${f[k]}`).join(', ');
+  $('page-info').textContent = `page ${pages.length + 1} · ${events.length} event`
+    + `${events.length === 1 ? '' : 's'}${shown ? ` · ${shown}` : ''}`;
+}
+
+async function loadCameras() {
+  const r = await api('GET', '/api/streams');
+  if (!r.ok) return;
+  const select = $('filters').elements.stream;
+  const chosen = filters().stream;
+  const ids = (await r.json()).map((s) => s.id);
+  if (chosen && !ids.includes(chosen)) ids.push(chosen); // a removed camera's events stay
+  select.replaceChildren(el('option', '', 'all'), ...ids.map((id) => el('option', '', id)));
+  select.options[0].value = '';
+  select.value = chosen;
+}
+
+function fillForm() {
+  const f = filters();
+  const form = $('filters');
+  for (const key of FILTERS) form.elements[key].value = f[key];
+}
+
+function onFilter(event) {
+  event.preventDefault();
+  const form = new FormData($('filters'));
+  const params = new URLSearchParams();
+  for (const key of FILTERS) {
+    const value = String(form.get(key) || '').trim();
+    if (value) params.set(key, value);
+  }
+  window.history.pushState(null, '', `?${params}`);
+  pages = [];
+  show(null);
+}
+
+function init() {
+  initToken(() => { loadCameras(); show(null); });
+  fillForm();
+  $('filters').addEventListener('submit', onFilter);
+  $('filters').addEventListener('reset', () => setTimeout(() => onFilter(new Event('submit')), 0));
+  $('newest').addEventListener('click', () => { pages = []; show(null); });
+  window.addEventListener('popstate', () => { fillForm(); pages = []; show(null); });
+  loadCameras().then(fillForm);
+  show(null).catch(() => setLink('offline', 'service unreachable'));
+}
+
+init();
