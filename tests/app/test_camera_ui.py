@@ -132,6 +132,8 @@ def test_a_line_drawn_with_the_mouse_counts_and_its_crossings_are_reviewed(page,
     while _line_count(page, "gate") <= first and time.monotonic() < deadline + 15:
         time.sleep(0.5)
     assert _line_count(page, "gate") > first, "the counts did not rise"
+    print(f"line gate drawn with the mouse: {first} crossings counted, then "
+          f"{_line_count(page, 'gate')}")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "cameras-live-line.png"))
 
@@ -166,6 +168,7 @@ def test_a_line_drawn_with_the_mouse_counts_and_its_crossings_are_reviewed(page,
     assert set(types) == {"line_cross"} and all("line gate" in t for t in texts)
     assert times == sorted(times, reverse=True)
     page.screenshot(path=str(ARTIFACTS / "review-by-line.png"))
+    print(f"review filtered by line gate: {len(types)} events, all line_cross of gate")
     assert page.errors == [], page.errors
 
 

@@ -68,7 +68,10 @@ export function eventSnapshot(e, prefix, onGone) {
   img.alt = `${e.class} at its best`;
   img.dataset.testid = `${prefix}-snapshot`;
   mediaUrl(e.snapshot).then((url) => {
-    img.onload = () => { img.dataset.loaded = 'true'; };
+    img.onload = () => {
+      img.dataset.loaded = 'true';
+      URL.revokeObjectURL(url); // drawn: the page keeps the picture, not the blob
+    };
     img.src = url;
   }).catch(() => onGone(img));
   return img;
@@ -107,6 +110,15 @@ export function eventText(e, withStream = true) {
   return [withStream ? e.stream : '', what, where, extra].filter(Boolean).join(' · ');
 }
 
+// An event's time (UTC, ISO 8601) as the browser's local wall-clock time.
+export function localTime(iso, withDate = false) {
+  const t = new Date(iso);
+  const pad = (n) => String(n).padStart(2, '0');
+  const time = `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}`;
+  return withDate ? `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ${time}`
+    : time;
+}
+
 // Why a camera is not up, from its source: the last failure, the attempts, the next retry.
 export function whyDown(stream) {
   if (!stream.reason) return '';
@@ -126,11 +138,16 @@ export async function loadSnapshot(streamId, img, holder) {
       { cache: 'no-store', headers: authHeaders() });
     if (!r.ok || r.status === 204) return false;
     const url = URL.createObjectURL(await r.blob());
-    await new Promise((resolve, reject) => {
-      img.onload = resolve;
-      img.onerror = reject;
-      img.src = url;
-    });
+    try {
+      await new Promise((resolve, reject) => {
+        img.onload = resolve;
+        img.onerror = reject;
+        img.src = url;
+      });
+    } catch (error) {
+      URL.revokeObjectURL(url); // not a picture: not kept
+      throw error;
+    }
     if (holder.objectUrl) URL.revokeObjectURL(holder.objectUrl);
     holder.objectUrl = url;
     img.dataset.loaded = 'true';

@@ -2,7 +2,7 @@
 // every second, `stream` and `removed` on changes); while that stream is down the page polls
 // /api/stats instead. Latency history is kept here, in the page: the API only knows "now".
 import { $, api, authHeaders, clipButton, el, errorText, eventSnapshot, eventText, initToken,
-  needToken as markToken, whyDown } from './api.js';
+  localTime, needToken as markToken, whyDown } from './api.js';
 import { drawChart, fmtDuration, fmtMs, record } from './chart.js';
 import { drawShapes } from './shapes.js';
 
@@ -369,7 +369,7 @@ function eventRow(e) {
   const row = el('li');
   row.dataset.testid = `event-${e.id}`;
   row.dataset.type = e.type;
-  row.append(el('span', 'when', e.time.slice(11, 19)), el('span', 'kind', e.type),
+  row.append(el('span', 'when', localTime(e.time)), el('span', 'kind', e.type),
     el('span', 'what', eventText(e)));
   if (e.snapshot) row.append(eventSnapshot(e, `event-${e.id}`, (img) => img.remove()));
   if (e.clip) {

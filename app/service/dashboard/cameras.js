@@ -21,6 +21,10 @@ const tiles = new Map(); // stream id -> {node, part, stream, objectUrl, loading
 let streams = new Map(); // stream id -> the stream as /api/stats shows it
 let selected = null; // the stream id in the live view
 let editor = null;
+let saving = false; // a save on its way: Save stays disabled
+let polls = 0; // polls sent; a poll sent before the last save answered is stale
+let staleBefore = 0;
+let polling = false;
 const live = { loading: false, objectUrl: null };
 
 // ---- the grid -------------------------------------------------------------------------------
@@ -105,6 +109,7 @@ function renderLive() {
     + (stream.analytics ? ` · tracked with ${stream.analytics.track}` : ' · not tracked');
   renderCounts(stream);
   editor.load(stream);
+  renderEditing();
   $('tracker-row').hidden = !!stream.analytics;
 }
 
@@ -131,7 +136,8 @@ function renderCounts(stream) {
 function select(id) {
   if (id === selected) return;
   selected = id;
-  if (editor) editor.revert();
+  editor.revert();
+  $('live-overlay').removeAttribute('viewBox'); // drawn in this camera's pixels, once known
   $('live-picture').removeAttribute('data-loaded');
   $('live').classList.remove('has-frame');
   $('save-message').textContent = '';
@@ -140,9 +146,10 @@ function select(id) {
 }
 
 async function refreshLive() {
-  if (!selected) return;
+  const id = selected;
+  if (!id) return;
   const img = $('live-picture');
-  if (await loadSnapshot(selected, img, live)) {
+  if (await loadSnapshot(id, img, live) && id === selected) {
     const overlay = $('live-overlay');
     const box = `0 0 ${img.naturalWidth} ${img.naturalHeight}`;
     if (overlay.getAttribute('viewBox') !== box) overlay.setAttribute('viewBox', box);
@@ -178,14 +185,24 @@ function onEdited() {
   $('shape-name').value = '';
   $('tool-hint').textContent = '';
   document.querySelectorAll('.tools button').forEach((b) => b.classList.remove('active'));
-  $('save').disabled = !editor.dirty;
-  $('revert').disabled = !editor.dirty;
-  $('save-message').textContent = editor.dirty ? 'not saved yet' : '';
-  $('save-message').className = 'message pending';
+  if (!saving) setMessage('save-message', editor.dirty ? 'not saved yet' : '', 'pending');
+  renderEditing();
+}
+
+// The shape list and the buttons, as the editor stands (after an edit, a save, a poll).
+function renderEditing() {
+  $('save').disabled = saving || !editor.dirty;
+  $('revert').disabled = saving || !editor.dirty;
   renderShapeList();
 }
 
+let shownList = ''; // the list as drawn: rebuilt only when it changes, so a click holds
+
 function renderShapeList() {
+  const key = JSON.stringify([selected, editor.shapes.lines.map((s) => s.name),
+    editor.shapes.zones.map((s) => s.name), editor.shapes.masks.map((s) => s.name)]);
+  if (key === shownList) return;
+  shownList = key;
   const items = [];
   for (const [kind, list] of [['line', 'lines'], ['zone', 'zones'], ['mask', 'masks']]) {
     for (const shape of editor.shapes[list]) {
@@ -205,26 +222,30 @@ function renderShapeList() {
 async function onSave() {
   const stream = streams.get(selected);
   if (!stream) return;
-  const body = { ...editor.shapes };
+  const sent = JSON.parse(JSON.stringify(editor.shapes));
+  const body = { ...sent };
   if (!stream.analytics && (body.lines.length || body.zones.length)) {
     body.track = $('live-tracker').value;
   }
-  $('save').disabled = true;
+  saving = true;
+  renderEditing();
   try {
     const r = await api('PUT', `/api/streams/${encodeURIComponent(stream.id)}/analytics`, body);
     if (!r.ok) {
       setMessage('save-message', await errorText(r), 'error');
-      $('save').disabled = false;
       return;
     }
     const shown = await r.json();
-    editor.accept(shown);
+    staleBefore = polls + 1; // a poll already on its way has the shapes of before
+    editor.accept(shown, sent);
     streams.set(shown.id, { ...stream, ...shown });
-    onEdited();
-    setMessage('save-message', 'saved: the service keeps them across restarts', 'ok');
+    setMessage('save-message', editor.dirty ? 'saved; edited since: not saved yet'
+      : 'saved: the service keeps them across restarts', editor.dirty ? 'pending' : 'ok');
   } catch (e) {
     setMessage('save-message', `the service did not answer (${e.message})`, 'error');
-    $('save').disabled = false;
+  } finally {
+    saving = false;
+    renderEditing();
   }
 }
 
@@ -297,6 +318,9 @@ function setLink(mode, text) {
 }
 
 async function poll() {
+  if (polling) return; // one at a time: answers in the order asked
+  polling = true;
+  const sent = ++polls;
   try {
     const r = await api('GET', '/api/stats');
     if (r.status === 401) {
@@ -307,14 +331,27 @@ async function poll() {
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     const stats = await r.json();
     setLink('live', 'live');
-    render(stats.streams);
+    if (sent >= staleBefore) render(stats.streams);
   } catch {
     setLink('offline', 'service unreachable');
+  } finally {
+    polling = false;
   }
 }
 
 function onHash() {
-  select(decodeURIComponent(window.location.hash.slice(1)) || null);
+  let id = null;
+  try {
+    id = decodeURIComponent(window.location.hash.slice(1)) || null;
+  } catch {
+    // not an id: no live view
+  }
+  if (id !== selected && editor.dirty
+      && !window.confirm(`Leave ${selected} with its lines, zones or masks not saved?`)) {
+    window.history.replaceState(null, '', selected ? `#${encodeURIComponent(selected)}` : '#');
+    return;
+  }
+  select(id);
 }
 
 function init() {

@@ -28,6 +28,8 @@ export class ShapeEditor {
     overlay.addEventListener('pointerdown', (e) => this.onDown(e));
     overlay.addEventListener('pointermove', (e) => this.onMove(e));
     overlay.addEventListener('pointerup', (e) => this.onUp(e));
+    // a drag the system took away (a touch cancelled, the window left) ends where it was
+    overlay.addEventListener('lostpointercapture', () => this.onLost());
     overlay.addEventListener('dblclick', (e) => { e.preventDefault(); this.finishPolygon(); });
     document.addEventListener('keydown', (e) => this.onKey(e));
   }
@@ -47,12 +49,16 @@ export class ShapeEditor {
     this.render();
   }
 
-  // The stream as the service answered a save: its shapes are now the saved ones.
-  accept(stream) {
-    this.shapes = { lines: [], zones: [], masks: [] };
-    this.saved = clone(this.shapes);
-    this.draft = null;
-    this.load(stream);
+  // The stream as the service answered a save of `sent`: its shapes are the saved ones now,
+  // and the ones shown unless the user edited on while the save was on its way.
+  accept(stream, sent) {
+    const analytics = stream.analytics || { lines: [], zones: [] };
+    const shown = { lines: analytics.lines, zones: analytics.zones, masks: stream.masks || [] };
+    const editedSince = JSON.stringify(this.shapes) !== JSON.stringify(sent);
+    this.saved = clone(shown);
+    if (!editedSince && !this.draft && !this.drag) this.shapes = clone(shown);
+    this.counts = analytics.counts || null;
+    this.render();
   }
 
   setTool(tool, name) {
@@ -93,7 +99,8 @@ export class ShapeEditor {
 
   onDown(event) {
     if (!pictureSize(this.overlay) || event.button !== 0) return;
-    event.preventDefault();
+    event.preventDefault(); // no text selection, and no focus change: the picture takes it
+    this.overlay.focus({ preventScroll: true }); // so Enter and Escape are the editor's
     const p = this.at(event);
     const handle = event.target.dataset && event.target.dataset.corner;
     if (handle !== undefined && !this.draft) {
@@ -103,8 +110,10 @@ export class ShapeEditor {
       return;
     }
     if (this.tool === 'line') {
-      if (!this.draft) this.draft = { kind: 'line', points: [p], at: p, pressedAt: p };
-      else this.finishLine(p);
+      if (!this.draft) {
+        this.draft = { kind: 'line', points: [p], at: p, pressedAt: p };
+        this.overlay.setPointerCapture(event.pointerId); // released outside: still ours
+      } else this.finishLine(p);
     } else if (this.tool === 'zone' || this.tool === 'mask') {
       if (!this.draft) this.draft = { kind: this.tool, points: [p], at: p };
       else if (this.draft.points.length >= 3 && this.near(p, this.draft.points[0])) {
@@ -135,7 +144,6 @@ export class ShapeEditor {
   onUp(event) {
     if (this.drag) {
       this.drag = null;
-      this.overlay.releasePointerCapture(event.pointerId);
       this.changed();
       return;
     }
@@ -148,12 +156,27 @@ export class ShapeEditor {
     }
   }
 
+  // After pointerup (nothing left to do) or when the system cancels the pointer: a drag ends
+  // where it was; a line being pressed waits for its second click.
+  onLost() {
+    if (this.drag) {
+      this.drag = null;
+      this.changed();
+    }
+    if (this.draft && this.draft.pressedAt) this.draft.pressedAt = null;
+  }
+
   onKey(event) {
-    if (!this.draft) return;
+    // keys typed in a field (the shape's name, the Add form) are the field's
+    if (!this.draft || event.target.closest('input, textarea, select, button')) return;
     if (event.key === 'Escape') {
+      event.preventDefault();
       this.draft = null;
       this.render();
-    } else if (event.key === 'Enter') this.finishPolygon();
+    } else if (event.key === 'Enter') {
+      event.preventDefault();
+      this.finishPolygon();
+    }
   }
 
   // ---- finishing a shape -------------------------------------------------------------------

@@ -2,12 +2,13 @@
 // line, zone and time range, a page at a time (the API's `next` cursor), with the ended
 // objects' snapshots and clips. The filters live in the page's address, so a filtered view
 // can be kept and shared.
-import { $, api, clipButton, el, errorText, eventSnapshot, eventText, initToken,
+import { $, api, clipButton, el, errorText, eventSnapshot, eventText, initToken, localTime,
   needToken } from './api.js';
 
 const PAGE = 25;
 const FILTERS = ['stream', 'type', 'label', 'line', 'zone', 'since', 'until'];
 let pages = []; // the cursors of the pages shown so far (null: the newest)
+let asked = 0; // requests made: only the latest one's answer is shown
 
 function setLink(mode, text) {
   $('link').dataset.mode = mode;
@@ -26,17 +27,11 @@ function query(f, before) {
     if (f[key]) params.set(key, f[key]);
   }
   for (const key of ['since', 'until']) {
-    if (f[key]) params.set(key, new Date(f[key]).toISOString());
+    const moment = f[key] ? new Date(f[key]) : null;
+    if (moment && !Number.isNaN(moment.getTime())) params.set(key, moment.toISOString());
   }
   if (before) params.set('before', before);
   return `/api/events/recent?${params}`;
-}
-
-function when(iso) {
-  const t = new Date(iso);
-  const pad = (n) => String(n).padStart(2, '0');
-  return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} `
-    + `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}`;
 }
 
 function row(e) {
@@ -44,7 +39,7 @@ function row(e) {
   li.dataset.testid = `review-${e.id}`;
   li.dataset.type = e.type;
   li.dataset.time = e.time;
-  li.append(el('span', 'when', when(e.time)), el('b', '', e.stream), el('span', 'kind', e.type),
+  li.append(el('span', 'when', localTime(e.time, true)), el('b', '', e.stream), el('span', 'kind', e.type),
     el('span', 'what', eventText(e, false)));
   const prefix = `review-${e.id}`;
   const gone = (img) => img.replaceWith(el('span', 'muted', 'snapshot gone (retention)'));
@@ -54,9 +49,23 @@ function row(e) {
   return li;
 }
 
+// A page of events: the newest (`before` null) or those before a cursor.
 async function show(before) {
+  const mine = ++asked;
+  $('older').disabled = true;
+  try {
+    await showPage(before, mine);
+  } catch (e) {
+    if (mine === asked) setLink('offline', `service unreachable (${e.message})`);
+  } finally {
+    if (mine === asked) $('older').disabled = false;
+  }
+}
+
+async function showPage(before, mine) {
   const f = filters();
   const r = await api('GET', query(f, before));
+  if (mine !== asked) return; // a newer request was made meanwhile
   if (r.status === 401) {
     needToken();
     setLink('token', 'API token needed');
@@ -69,19 +78,27 @@ async function show(before) {
   }
   setLink('live', 'live');
   const { events, next } = await r.json();
+  if (mine !== asked) return;
   $('review').querySelectorAll('img, video').forEach((m) => m.src && URL.revokeObjectURL(m.src));
   $('review').replaceChildren(...(events.length ? events.map(row)
     : [el('li', 'empty', 'No events match: streams with a tracker make them.')]));
   $('older').hidden = !next;
   $('older').onclick = () => { pages.push(next); show(next); };
   $('newest').hidden = pages.length === 0;
-  const shown = FILTERS.filter((k) => f[k]).map((k) => `${k} ${f[k]}`).join(', ');
+  const bad = ['since', 'until'].filter((k) => f[k] && Number.isNaN(new Date(f[k]).getTime()));
+  const shown = FILTERS.filter((k) => f[k] && !bad.includes(k)).map((k) => `${k} ${f[k]}`)
+    .concat(bad.map((k) => `${k} "${f[k]}" is no date: left out`)).join(', ');
   $('page-info').textContent = `page ${pages.length + 1} · ${events.length} event`
     + `${events.length === 1 ? '' : 's'}${shown ? ` · ${shown}` : ''}`;
 }
 
 async function loadCameras() {
-  const r = await api('GET', '/api/streams');
+  let r;
+  try {
+    r = await api('GET', '/api/streams');
+  } catch {
+    return; // the events' request says the service is unreachable
+  }
   if (!r.ok) return;
   const select = $('filters').elements.stream;
   const chosen = filters().stream;
@@ -119,7 +136,7 @@ function init() {
   $('newest').addEventListener('click', () => { pages = []; show(null); });
   window.addEventListener('popstate', () => { fillForm(); pages = []; show(null); });
   loadCameras().then(fillForm);
-  show(null).catch(() => setLink('offline', 'service unreachable'));
+  show(null);
 }
 
 init();
