@@ -206,6 +206,14 @@ def test_the_review_pages_through_events_and_plays_a_clip(page, service):
     assert ranged and older and not older & set(ranged)
     assert min(utc(t) for t in ranged) >= cut
 
+    # "all" leaves out the objects' updates, which would bury everything else
+    assert "update" in {e["type"] for e in get_json(f"{base}/api/events/recent?limit=200")[
+        "events"]}
+    page.goto(f"{base}/review.html?stream=cam")
+    expect(rows.first).to_be_visible(timeout=5_000)
+    assert "update" not in rows.evaluate_all("rows => rows.map(r => r.dataset.type)")
+
+    page.goto(f"{base}/review.html?type=end&stream=cam")
     row = rows.first
     expect(row.locator("img")).to_have_attribute("data-loaded", "true", timeout=5_000)
     row.locator("button").click()

@@ -6,6 +6,8 @@ import { $, api, clipButton, el, errorText, eventSnapshot, eventText, initToken,
   needToken } from './api.js';
 
 const PAGE = 25;
+const EVENTS = ['new', 'end', 'line_cross', 'zone_enter', 'zone_exit', 'loiter', 'crowd_begin',
+  'crowd_end'];
 const FILTERS = ['stream', 'type', 'label', 'line', 'zone', 'since', 'until'];
 let pages = []; // the cursors of the pages shown so far (null: the newest)
 let asked = 0; // requests made: only the latest one's answer is shown
@@ -26,6 +28,8 @@ function query(f, before) {
   for (const key of ['stream', 'type', 'label', 'line', 'zone']) {
     if (f[key]) params.set(key, f[key]);
   }
+  // objects' updates (as tracks move, every update_s) only when asked for: they bury the rest
+  if (!f.type) EVENTS.forEach((type) => params.append('type', type));
   for (const key of ['since', 'until']) {
     const moment = f[key] ? new Date(f[key]) : null;
     if (moment && !Number.isNaN(moment.getTime())) params.set(key, moment.toISOString());
