@@ -91,7 +91,6 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
     stages: list[Stage[Any, Any]] = []
     keep_images = any(s.wants_images for s in sinks)
     analytics = options.analytics if options.analytics and options.analytics.active else None
-    detect_every = analytics.detect_every if analytics else 1
     # Live sources only: the newest prepared frame wins at inference too, so a detector slower
     # than the camera works on the latest picture instead of one that queued behind it.
     live = all(source.live for source in sources)
@@ -101,7 +100,7 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
         # Named by stream where one pipeline serves several; a named pipeline is one stream's.
         decoded = channel("decoded" if options.name else f"decoded/{source.stream_id}", policy)
         stages.append(decode_stage(source, backends, decoded, metrics, options,
-                                   detect_every=detect_every, rider_images=keep_images))
+                                   analytics=analytics, rider_images=keep_images))
         stages.append(PreprocessStage(source.stream_id, backends.preprocessor_for(), decoded,
                                       prepared, metrics))
     per_stream = None if analytics is None else {

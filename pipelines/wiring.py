@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from models.spec import ModelSpec
+from pipelines.analytics.config import AnalyticsConfig
 from pipelines.analytics.stage import AnalyticsStage
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends
@@ -54,14 +55,16 @@ def counted_channel(metrics: PipelineMetrics, name: str, capacity: int,
 
 
 def decode_stage(source: PacketSource, backends: StageBackends, output: Output[Frame],
-                 metrics: PipelineMetrics, options: PipelineOptions, *, detect_every: int,
-                 rider_images: bool) -> DecodeStage:
-    """A stream's decode stage: ``source``'s pictures into ``output``, one in
-    ``detect_every`` for the model (the others ride with it: their pictures kept only with
-    ``rider_images``)."""
+                 metrics: PipelineMetrics, options: PipelineOptions, *,
+                 analytics: AnalyticsConfig | None, rider_images: bool) -> DecodeStage:
+    """A stream's decode stage: ``source``'s pictures into ``output``, those ``analytics``
+    picks (``detect_every``, ``detect_fps``; all without) for the model, the others riding
+    with them (their pictures kept only with ``rider_images``)."""
     return DecodeStage(source, backends.decoder_for, output, metrics,
                        frame_limit=options.frame_limit, max_lag_s=options.max_lag_ms / 1000.0,
-                       detect_every=detect_every, rider_images=rider_images)
+                       detect_every=analytics.detect_every if analytics else 1,
+                       detect_fps=analytics.detect_fps if analytics else None,
+                       rider_images=rider_images)
 
 
 def detector_stages(inputs: Input[Any], backends: StageBackends, spec: ModelSpec,

@@ -53,6 +53,10 @@ DetectEveryOpt = Annotated[int, typer.Option(
     "--detect-every", min=1, max=30, help="Run the detector on one frame in N; the tracker "
     "gives the boxes of the others (their lines say \"predicted\": true). Cuts inference "
     "N-fold; docs/BENCHMARKS.md measures what it costs in accuracy.")]
+DetectFpsOpt = Annotated[float | None, typer.Option(
+    "--detect-fps", min=0.1, max=240, help="Run the detector on about F frames a second, "
+    "picked by the stream's own clock (a camera whose rate wanders keeps F); the tracker "
+    "gives the boxes of the others, as with --detect-every (not both).")]
 MqttOpt = Annotated[str | None, typer.Option(
     "--events-mqtt", metavar="URL", help="With tracking: publish events (vidpipe.event/1) to "
     "an MQTT broker, mqtt[s]://[user:pass@]host[:port]/prefix, QoS 1, on PREFIX/STREAM/events, "
@@ -108,7 +112,7 @@ def run(
         "--ffmpeg-resize`. No effect with --annotate (full pictures are decoded).")] = False,
     no_cache: NoCacheOpt = False,
     track: TrackOpt = None, line: LineOpt = None, zone: ZoneOpt = None,
-    detect_every: DetectEveryOpt = 1,
+    detect_every: DetectEveryOpt = 1, detect_fps: DetectFpsOpt = None,
     events_mqtt: MqttOpt = None, events_webhook: WebhookOpt = None,
     snapshots: SnapshotsOpt = False, clips: ClipsOpt = False,
     log_level: LogLevelOpt = "info",
@@ -140,7 +144,7 @@ def run(
                           decode_threads=decode_threads, decode=decode, preprocess=preprocess,
                           runtime=runtime, max_lag_ms=max_lag_ms, plan_cache=not no_cache),
             ffmpeg_resize=ffmpeg_resize, track=track, lines=line or [], zones=zone or [],
-            detect_every=detect_every, events_mqtt=events_mqtt,
+            detect_every=detect_every, detect_fps=detect_fps, events_mqtt=events_mqtt,
             events_webhooks=events_webhook or [], snapshots=snapshots, clips=clips)
         outputs = _with_progress(request)
     _print_outputs(outputs)

@@ -42,6 +42,7 @@ class RunRequest:
     lines: Sequence[str] = ()
     zones: Sequence[str] = ()
     detect_every: int = 1
+    detect_fps: float | None = None
     events_mqtt: str | None = None
     events_webhooks: Sequence[str] = ()
     snapshots: bool = False
@@ -54,7 +55,8 @@ def run_request(request: RunRequest, *,
     naming what is wrong) and run it (``run_files``)."""
     options = PipelineOptions(**request.settings, ffmpeg_resize=request.ffmpeg_resize,
                               analytics=from_flags(request.track, list(request.lines),
-                                                   list(request.zones), request.detect_every))
+                                                   list(request.zones), request.detect_every,
+                                                   request.detect_fps))
     model_path, spec = resolve_model(request.model, output_format=request.output_format,
                                      classes=request.classes, input_size=request.input_size)
     logging.getLogger("app.run").info("model %s (%s, %d classes) from %s", spec.name,

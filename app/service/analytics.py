@@ -42,7 +42,7 @@ def _update_counting(stream: StreamState, update: AnalyticsUpdate,
                            "running stream's tracker stays (remove and add the stream to "
                            "change it)")
     config = analytics_config(current.config.track, update.lines, update.zones,
-                              current.config.detect_every)
+                              current.config.detect_every, current.config.detect_fps)
     if config is not None:
         check_fits(config, stream.source, stream.id)
         current.reconfigure(config)

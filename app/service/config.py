@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, IPvAnyNetwork, ValidationError
 
 from app.outputs.config import EventsConfig
-from models.checked import CheckedBody, Count, describe_error
+from models.checked import JSON_NUMBER, CheckedBody, Count, describe_error
 from pipelines.analytics.config import (
     AnalyticsConfig,
     LineConfig,
@@ -49,19 +49,22 @@ class StreamConfig(CheckedBody):
     model: str | None = None  # default: the service's model
     policy: Literal["block", "drop_oldest"] | None = None  # default: drop_oldest (live)
     # analytics, as `vidpipe run`'s flags: a tracker (implied, bytetrack, by lines, zones
-    # and detect_every), counting lines and zones in source pixels, the detection interval
+    # and detect_every or detect_fps), counting lines and zones in source pixels, the
+    # detection interval (one frame in N) or rate (about F frames a second)
     track: TrackerKind | TrackerSettings | None = None
     lines: list[LineConfig] = Field(default_factory=list, max_length=64)
     zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
     masks: list[MaskConfig] = Field(default_factory=list, max_length=64)  # source pixels
     detect_every: Count = Field(default=1, ge=1, le=30)
+    detect_fps: Annotated[float, Field(gt=0, le=240), JSON_NUMBER] | None = None
 
     def analytics(self) -> AnalyticsConfig | None:
         """The stream's analytics (None: detections only); ConfigError when they, or its
         masks, do not fit together (a name used twice): the schema cannot say it, the
         service answers 400."""
         check_masks(self.masks)
-        return analytics_config(self.track, self.lines, self.zones, self.detect_every)
+        return analytics_config(self.track, self.lines, self.zones, self.detect_every,
+                                self.detect_fps)
 
 
 class AnalyticsUpdate(CheckedBody):
@@ -85,14 +88,15 @@ class AnalyticsUpdate(CheckedBody):
 
 
 def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[LineConfig],
-                     zones: list[ZoneConfig], detect_every: int = 1) -> AnalyticsConfig | None:
-    if track is None and not lines and not zones and detect_every == 1:
+                     zones: list[ZoneConfig], detect_every: int = 1,
+                     detect_fps: float | None = None) -> AnalyticsConfig | None:
+    if track is None and not lines and not zones and detect_every == 1 and detect_fps is None:
         return None
     settings = track if isinstance(track, TrackerSettings) else \
         TrackerSettings(kind=track or "bytetrack")
     try:
         return AnalyticsConfig(track=settings, lines=lines, zones=zones,
-                               detect_every=detect_every)
+                               detect_every=detect_every, detect_fps=detect_fps)
     except ValidationError as e:
         raise ConfigError(describe_error(e)) from None
 

@@ -47,6 +47,8 @@ class Counts(_Answer):
 class StreamAnalytics(_Answer):
     track: str
     detect_every: int
+    detect_fps: float | None = Field(default=None, description="the detector's frames a "
+                                     "second, when set; the tracker gives the others' boxes")
     lines: list[LineConfig]
     zones: list[ZoneConfig]
     counts: Counts

@@ -137,6 +137,7 @@ class StreamState:
             config = self.analytics.config
             analytics = StreamAnalyticsView(track=config.track.kind,
                                             detect_every=config.detect_every,
+                                            detect_fps=config.detect_fps,
                                             lines=config.lines, zones=config.zones,
                                             counts=self.analytics.latest)
         status: SourceStatus | None = getattr(self.source, "status", None)  # a camera's

@@ -105,16 +105,19 @@ class AnalyticsConfig(Checked):
     track: TrackerSettings | None = None
     lines: list[LineConfig] = Field(default_factory=list, max_length=64)
     zones: list[ZoneConfig] = Field(default_factory=list, max_length=64)
-    # the model sees one frame in N; the tracker gives the boxes of the others
+    # the model sees one frame in N, or about F a second; the tracker gives the others' boxes
     detect_every: Count = Field(default=1, ge=1, le=30)
+    detect_fps: Annotated[float, Field(gt=0, le=240), JSON_NUMBER] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if (self.lines or self.zones) and self.track is None:
             raise ValueError("lines and zones count tracks: they need a tracker (track)")
-        if self.detect_every > 1 and self.track is None:
-            raise ValueError("detect_every > 1 leaves frames to the tracker: it needs one "
-                             "(track)")
+        if self.thins and self.track is None:
+            raise ValueError("detect_every > 1 or detect_fps leaves frames to the tracker: "
+                             "it needs one (track)")
+        if self.detect_every > 1 and self.detect_fps is not None:
+            raise ValueError("detect_every or detect_fps: one of them, not both")
         for line in self.lines:
             line.check()
         names = [line.name for line in self.lines] + [zone.name for zone in self.zones]
@@ -126,6 +129,11 @@ class AnalyticsConfig(Checked):
     @property
     def active(self) -> bool:
         return self.track is not None
+
+    @property
+    def thins(self) -> bool:
+        """Whether the model skips some frames (``detect_every`` or ``detect_fps``)."""
+        return self.detect_every > 1 or self.detect_fps is not None
 
     def check_inside(self, size: tuple[int, int], stream: str) -> None:
         """ConfigError naming the first line or zone with a point outside a ``size`` (width,
@@ -139,18 +147,20 @@ class AnalyticsConfig(Checked):
 
 
 def from_flags(track: str | None, lines: list[str], zones: list[str],
-               detect_every: int = 1) -> AnalyticsConfig | None:
-    """The CLI's ``--track``, ``--line``, ``--zone``, ``--detect-every`` -> AnalyticsConfig
-    (None: none given). Lines, zones or a detection interval without ``--track`` track with
-    ByteTrack."""
-    if track is None and not lines and not zones and detect_every == 1:
+               detect_every: int = 1, detect_fps: float | None = None) -> AnalyticsConfig | None:
+    """The CLI's ``--track``, ``--line``, ``--zone``, ``--detect-every``, ``--detect-fps`` ->
+    AnalyticsConfig (None: none given). Lines, zones or a detection interval or rate without
+    ``--track`` track with ByteTrack."""
+    if (track is None and not lines and not zones and detect_every == 1
+            and detect_fps is None):
         return None
     if track is not None and track not in get_args(TrackerKind):
         raise ConfigError(f"--track {track!r}: expected one of {', '.join(get_args(TrackerKind))}")
     try:
         return AnalyticsConfig(track=TrackerSettings(kind=track or "bytetrack"),  # type: ignore[arg-type]
                                lines=[parse_line(t) for t in lines],
-                               zones=[parse_zone(t) for t in zones], detect_every=detect_every)
+                               zones=[parse_zone(t) for t in zones], detect_every=detect_every,
+                               detect_fps=detect_fps)
     except ValueError as e:
         raise ConfigError(_first(e)) from None
 

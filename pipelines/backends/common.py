@@ -46,11 +46,11 @@ class StageBackends:
 def converted_lazily(source: Any, options: PipelineOptions) -> bool:
     """Whether a CPU decoder leaves its pictures' RGB conversion until a stage asks for it:
     for a live stream (most of a busy camera's frames are replaced before the detector
-    takes them), and with ``--detect-every`` N > 1 (the frames between never reach the
-    model, and a sink that draws asks for them itself)."""
+    takes them), and with ``--detect-every`` N > 1 or ``--detect-fps`` (the frames between
+    never reach the model, and a sink that draws asks for them itself)."""
     analytics = options.analytics
     return bool(source.live) or (analytics is not None and analytics.active
-                                 and analytics.detect_every > 1)
+                                 and analytics.thins)
 
 
 def with_batch_size(backends: StageBackends, wanted: int, model_path: Path) -> StageBackends:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import av
 
 from pipelines.channel import Output
+from pipelines.decode.picker import DetectionPicker
 from pipelines.decode.timeline import StreamTimeline
 from pipelines.errors import ChannelClosed, DecodeError
 from pipelines.frame import DecodedPicture, Frame
@@ -86,7 +87,7 @@ class DecodeStage(Stage[int, Frame]):
                  output: Output[Frame], metrics: PipelineMetrics, *,
                  frame_limit: int | None = None, pictures_per_call: int | None = None,
                  max_lag_s: float | None = None, detect_every: int = 1,
-                 rider_images: bool = False) -> None:
+                 detect_fps: float | None = None, rider_images: bool = False) -> None:
         if pictures_per_call is None:
             pictures_per_call = 1 if source.live else FILE_READ_AHEAD
         if pictures_per_call < 1:
@@ -111,16 +112,12 @@ class DecodeStage(Stage[int, Frame]):
         self.max_lag_s = max_lag_s if source.live else None
         self._skipping = False
         self.skipped = 0  # packets skipped to catch up with the camera
-        if detect_every < 1:
-            raise ValueError(f"detect every must be >= 1 frames, got {detect_every}")
-        # --detect-every N: frames 0, N, 2N ... go on to the model; each carries the N-1
-        # before it as riders (pixels released unless a sink draws on them: rider_images)
-        self.detect_every = detect_every
+        # --detect-every N, --detect-fps F: the frames for the model each carry those before
+        # them as riders (pixels released unless a sink draws on them: rider_images)
+        self.picker = DetectionPicker(detect_every, detect_fps)
         self.rider_images = rider_images
         self._held: list[Frame] = []
         self.timeline = StreamTimeline(float(getattr(source, "fps", 0) or 30.0))
-        self._gap = detect_every - 1  # frames since the last one for the model: so the
-        # stream's first frame is one
 
     async def next_items(self) -> list[int]:
         """How many pictures the next call asks for; ChannelClosed once the stream ended, the
@@ -147,7 +144,7 @@ class DecodeStage(Stage[int, Frame]):
         """The call's pictures as Frames, each counted as received as it is handed on.
         Errors are counted at once; pictures past the limit, or decoded after a stop, are not
         received. The books are updated before the first frame goes, so the next call is
-        asked for knowing them. With ``detect_every`` N > 1 a frame not for the model is held
+        asked for knowing them. A frame not for the model (``self.picker``) is held
         back and goes as a rider of the next one that is; the last call of a stream that
         ended or stopped hands on what is held, its last frame carrying the others."""
         if items[0] == 0:
@@ -174,12 +171,11 @@ class DecodeStage(Stage[int, Frame]):
             frame = self._frame(first + i, picture, result)
             self.decoded += 1
             self.metrics.frame_received(self.stream_id)
-            if self.detect_every > 1:
-                if self._gap < self.detect_every - 1:
-                    self._gap += 1
+            if self.picker.thins:
+                assert frame.pts is not None, "a frame on the stream's timeline has a pts"
+                if not self.picker.take(frame.pts, self.timeline.step):
                     self._held.append(frame)
                     continue
-                self._gap = 0
                 frame.riders = [self._rider(f) for f in self._held]
                 self._held = []
             yield frame

@@ -210,7 +210,7 @@ class SharedDetector:
         inlet = self.inputs.attach(stream, policy, capacity=LIVE_QUEUED if live else None)
         stages: list[Stage[Any, Any]] = [
             decode_stage(source, self.backends, inlet, self.metrics, self.options,
-                         detect_every=analytics.config.detect_every if analytics else 1,
+                         analytics=analytics.config if analytics else None,
                          rider_images=self.router.wants_images)]
         self.router.routes[stream] = list(sinks)
         if analytics is not None:

@@ -1,6 +1,7 @@
 """The service's HTTP API with real pipelines over files (played as cameras) and real ONNX
 Runtime; RTSP-specific behaviour is tested against a real RTSP server elsewhere."""
 
+import json
 import logging
 import time
 
@@ -290,6 +291,32 @@ def test_masks_are_kept_shown_checked_and_remembered(media_root):
         assert client.get("/api/streams/cam").json()["masks"] == [clock]
     with client_for(media_root) as client:  # the same state_dir: remembered
         assert client.get("/api/streams/cam").json()["masks"] == [clock]
+
+
+def test_a_stream_detected_at_a_rate_of_its_own(media_root):
+    """Issue 35, item 2: ``detect_fps`` per stream (a tracker implied), shown with its
+    analytics, kept by a change of lines; refused beside ``detect_every``."""
+    clip = str(media_root / "cam.mp4")
+    with client_for(media_root) as client:
+        both = client.post("/api/streams", json={"url": clip, "detect_fps": 5, "detect_every": 2})
+        assert both.status_code == 400 and "not both" in both.text, both.text
+        r = client.post("/api/streams", json={"url": clip, "id": "cam", "detect_fps": 5})
+        assert r.status_code == 201, r.text
+        assert r.json()["analytics"]["detect_fps"] == 5 and r.json()["analytics"]["track"]
+        line = {"name": "door", "points": [0, 100, 320, 100]}
+        put = client.put("/api/streams/cam/analytics", json={"lines": [line]})
+        assert put.json()["analytics"]["detect_fps"] == 5
+
+        results = media_root.parent / "results" / "cam" / "detections.jsonl"
+
+        def sixty_lines():
+            lines = results.read_text().splitlines() if results.exists() else []
+            return [json.loads(x) for x in lines[:60]] if len(lines) >= 60 else None
+
+        seen = [x["pts"] for x in wait_for(sixty_lines) if not x.get("predicted")]
+        # the 30 fps clip (played in a loop) seen 5 times a second, by its timeline
+        steps = [b - a for a, b in zip(seen, seen[1:], strict=False)]
+        assert len(seen) >= 9 and all(abs(step - 0.2) < 0.02 for step in steps), seen
 
 
 def test_a_re_added_id_starts_from_zero_everywhere(media_root):

@@ -220,8 +220,26 @@ def test_run_with_tracking_lines_zones_and_detect_every_2(tmp_path):
     assert "analytics" in output and "events.jsonl" in output
 
 
+def test_run_with_detect_fps_sees_that_rate_of_a_30_fps_clip(tmp_path):
+    """Issue 35, item 2: the detector on 10 frames a second of a 30 fps clip, by its clock."""
+    from models.tracking_data import make_tracking_clip
+
+    clip = make_tracking_clip(tmp_path / "lanes.mp4", clip=5, frames=60, size=(320, 192))
+    out = tmp_path / "out"
+    code, output = vidpipe("run", clip, "--model", "shapes-yolo", "--out", out,
+                           "--detect-fps", "10")
+    assert code == 0, output
+    lines = read_jsonl(out / "detections.jsonl")
+    assert [line["frame"] for line in lines] == list(range(60))
+    seen = [line["frame"] for line in lines if not line.get("predicted", False)]
+    assert seen == [*range(0, 60, 3), 59]  # the last carries the frames held for it
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["streams"]["lanes"]["outcomes"] == {"processed": 60}
+
+
 def test_tracking_flags_say_what_is_wrong(small_clip, tmp_path):
-    for flags, words in ((["--line", "door=1,2,3"], "needs 4 numbers"),
+    for flags, words in ((["--detect-every", "2", "--detect-fps", "5"], "not both"),
+                         (["--line", "door=1,2,3"], "needs 4 numbers"),
                          (["--track", "deepsort"], "expected one of"),
                          (["--zone", "z=0,0,1,1"], "at least 6"),
                          (["--line", "a=0,0,1,1", "--zone", "a=0,0,5,0,5,5"], "unique")):

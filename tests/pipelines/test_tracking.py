@@ -113,6 +113,28 @@ def test_detect_every_n_gives_every_frame_a_result_and_the_model_one_in_n(every,
     assert all(r.analytics is not None for r in sink.results)
 
 
+@pytest.mark.parametrize("rate, stride", [(10, 3), (5, 6)])
+def test_detect_fps_gives_every_frame_a_result_and_the_model_that_rate(rate, stride):
+    """Issue 35, item 2: the fake camera runs at 30 fps (pts k/30)."""
+    source = FakeSource("a", 90)
+    backend = FakeBackend()
+    pipeline, metrics, sink = build([source], backend, analytics=AnalyticsConfig(
+        track=TrackerSettings(), detect_fps=rate))
+    asyncio.run(pipeline.run())
+    assert_books_balance(metrics, "a", 90)
+    assert [r.frame.index for r in sink.results] == list(range(90))
+    detected = [r.frame.index for r in sink.results if not r.predicted]
+    assert detected == sorted({*range(0, 90, stride), 89})
+    assert sum(backend.batch_sizes) == len(detected)
+
+
+def test_detect_fps_and_detect_every_are_one_or_the_other():
+    with pytest.raises(ValueError, match="not both"):
+        AnalyticsConfig(track=TrackerSettings(), detect_every=2, detect_fps=5)
+    with pytest.raises(ValueError, match="needs one"):
+        AnalyticsConfig(detect_fps=5)
+
+
 def test_a_stop_hands_on_the_frames_held_for_the_detector():
     source = FakeSource("a", 10_000)
     pipeline, metrics, sink = build([source], FakeBackend(seconds_per_frame=0.002),
