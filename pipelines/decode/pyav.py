@@ -122,6 +122,8 @@ def _pixels(rgb: av.VideoFrame) -> np.ndarray:
 class PyAVDecoder:
     """Decode one video stream's packets. ``threads=0`` lets FFmpeg choose."""
 
+    resumes_after_flush = True  # decode(None) drains, then it takes packets again
+
     def __init__(self, stream: av.video.stream.VideoStream, *, threads: int = 0,
                  scale: ScaleTo | None = None, lazy: bool = False) -> None:
         if threads < 0:
@@ -135,9 +137,12 @@ class PyAVDecoder:
 
     def decode(self, packet: av.Packet | None) -> list[DecodedPicture]:
         """The pictures this packet completes (often none or one; several at a flush).
-        ``None`` flushes the decoder: the pictures it still held come out."""
+        ``None`` flushes the decoder: the pictures it still held come out, and it takes
+        packets again after (a file played in a loop flushes at the end of each pass)."""
         try:
             frames = self._codec.decode(packet)
+            if packet is None:
+                self._codec.flush_buffers()
         except av.FFmpegError as e:
             where = "flush" if packet is None else f"packet at pts {packet.pts}"
             raise DecodeError(f"{where} could not be decoded: {e}") from e

@@ -59,6 +59,10 @@ class PacketSource(Protocol):
 
 
 class PictureDecoder(Protocol):
+    """``decode(None)`` flushes (a file's end, or the end of a looped file's pass); a decoder
+    with ``resumes_after_flush`` takes packets after, any other is made anew (NVDEC's:
+    unverified, as all GPU code)."""
+
     def decode(self, packet: av.Packet) -> list[DecodedPicture]: ...
 
     def close(self) -> None: ...
@@ -225,6 +229,9 @@ class DecodeStage(Stage[int, Frame]):
                 step.errors += 1
             finally:
                 step.decode_s += time.perf_counter() - start
+            if packet is None and not getattr(decoder, "resumes_after_flush", False):
+                decoder.close()  # flushed for good: a looped file's next pass gets a new one
+                self.decoder = None
             if len(step.pictures) >= wanted or step.errors:
                 return step
         step.ended = True

@@ -31,8 +31,12 @@ def test_looping_keeps_timestamps_running_until_the_duration(small_clip):
     with PacedFileSource(small_clip, duration_s=3.0, loop=True) as source:
         seen = decode_all(source)
     pts = [p for _, p in seen]
-    assert pts == sorted(pts) and len(set(pts)) == len(pts)
     assert 75 <= len(pts) <= 95  # about 3 s of a 30 fps clip that is 2 s long
+    # every frame of each pass, none lost where one pass meets the next (the decoder's
+    # reordering held the last two of each, which the next pass's key frame dropped)
+    # (the duration may end between a P frame and the B frames before it: those are not read)
+    frames = [round(p * 30) for p in pts]
+    assert frames == sorted(set(frames)) and set(range(75)) <= set(frames)
 
 
 def test_a_bad_duration_is_refused(small_clip):
