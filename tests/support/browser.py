@@ -121,6 +121,7 @@ def serving(clip: Path, tmp_path: Path, token: str | None = None,
     served = media / "cam.mp4"
     served.write_bytes(clip.read_bytes())
     port = free_port()
+    settings.setdefault("events", {"media_dir": str(tmp_path / "events")})  # not the repo's
     config = tmp_path / "service.yaml"
     config.write_text(yaml.safe_dump({
         "host": "127.0.0.1", "port": port, "media_roots": [str(media)],
