@@ -19,22 +19,28 @@ from rich.progress import (
 
 
 class RunProgress:
+    """A run's bar, shown from its first report on: input refused before the run starts is
+    one line, with no bar above it."""
+
     def __init__(self, console: Console, description: str = "frames") -> None:
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[fps]:>6.1f} fps"), TimeElapsedColumn(),
             TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False,
         )
-        self._task: TaskID = self._progress.add_task(description, total=None, fps=0.0)
+        self._description = description
+        self._task: TaskID | None = None
 
     def update(self, done: int, total: int | None) -> None:
+        if self._task is None:
+            self._task = self._progress.add_task(self._description, total=total, fps=0.0)
+            self._progress.start()
         task = self._progress.tasks[0]
         elapsed = task.elapsed or 0.0
         fps = done / elapsed if elapsed > 0 else 0.0
         self._progress.update(self._task, completed=done, total=total, fps=fps)
 
     def __enter__(self) -> RunProgress:
-        self._progress.start()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

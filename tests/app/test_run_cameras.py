@@ -140,3 +140,4 @@ def test_vidpipe_run_refuses_a_line_outside_the_picture_in_one_line(small_clip, 
     assert code == 2, output
     assert "line 'door' has the point (5000, 10), outside its 320x240 picture" in output
     assert "Traceback" not in output and not (tmp_path / "out" / "detections.jsonl").exists()
+    assert "ETA" not in output  # one line: no progress bar above it
