@@ -143,8 +143,11 @@ def test_a_line_drawn_with_the_mouse_counts_and_its_crossings_are_reviewed(page,
     page.get_by_test_id("tool-zone").click()
     _clicks(page, [(20, 100), (120, 100), (120, 180), (20, 180), (20, 100)])
     page.get_by_test_id("tool-mask").click()  # named mask1 by itself
-    _clicks(page, [(250, 10), (310, 10), (310, 40)])
-    page.keyboard.press("Enter")
+    _clicks(page, [(250, 10), (310, 10)])
+    page.mouse.dblclick(*_screen(page, "live-overlay", 310, 40))  # closes it
+    page.get_by_test_id("tool-mask").click()  # mask2
+    _clicks(page, [(200, 150), (240, 150), (240, 180)])
+    page.keyboard.press("Enter")  # closes it too
     page.get_by_test_id("save").click()
     expect(page.get_by_test_id("save-message")).to_contain_text("saved", timeout=5_000)
     stream = get_json(f"{base}/api/streams/cam")
@@ -152,7 +155,8 @@ def test_a_line_drawn_with_the_mouse_counts_and_its_crossings_are_reviewed(page,
     assert [(z["name"], z["polygon"]) for z in stream["analytics"]["zones"]] == [
         ("yard", [[20, 100], [120, 100], [120, 180], [20, 180]])]
     assert [(m["name"], m["polygon"]) for m in stream["masks"]] == [
-        ("mask1", [[250, 10], [310, 10], [310, 40]])]
+        ("mask1", [[250, 10], [310, 10], [310, 40]]),
+        ("mask2", [[200, 150], [240, 150], [240, 180]])]
     expect(page.get_by_test_id("count-zone-yard")).to_contain_text("in now")
 
     # the review page, filtered by the line: its crossings, newest first, a page at a time
@@ -247,5 +251,12 @@ def test_the_add_form_takes_a_tracker_lines_and_zones(page, service):
     assert [line["name"] for line in analytics["lines"]] == ["door"]
     assert [zone["name"] for zone in analytics["zones"]] == ["porch"]
     expect(page.get_by_test_id("camera-side-counts")).to_contain_text("door in")
-    send_json("DELETE", f"{base}/api/streams/side", None)
+    # removed from its live view, two clicks (a stray one does not stop a camera)
+    page.get_by_test_id("camera-side").click()
+    page.get_by_test_id("live-remove").click()
+    expect(page.get_by_test_id("live-remove")).to_have_text("Confirm: remove side")
+    page.get_by_test_id("live-remove").click()
+    expect(page.get_by_test_id("camera-side")).to_have_count(0, timeout=10_000)
+    expect(page.get_by_test_id("live")).to_be_hidden()
+    assert "side" not in [s["id"] for s in get_json(f"{base}/api/streams")]
     assert page.errors == [], page.errors

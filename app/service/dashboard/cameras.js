@@ -138,6 +138,7 @@ function select(id) {
   selected = id;
   editor.revert();
   $('live-overlay').removeAttribute('viewBox'); // drawn in this camera's pixels, once known
+  $('live-overlay').replaceChildren(); // not the last camera's shapes on this one's picture
   $('live-picture').removeAttribute('data-loaded');
   $('live').classList.remove('has-frame');
   $('save-message').textContent = '';
@@ -168,6 +169,15 @@ function nextName(kind) {
 }
 
 function onTool(kind) {
+  if (editor.tool === kind) { // its button again: the tool is put down
+    editor.setTool(null);
+    onEdited();
+    return;
+  }
+  if (!$('live').classList.contains('has-frame')) {
+    $('tool-hint').textContent = 'shapes are drawn on the camera\'s picture: it has none yet';
+    return;
+  }
   const field = $('shape-name');
   const name = field.value.trim() || nextName(kind);
   if (!NAME.test(name)) {
@@ -256,11 +266,37 @@ function setMessage(id, text, kind) {
   box.dataset.kind = kind;
 }
 
+// Two clicks, so a stray one does not stop a camera.
+async function onRemove() {
+  const button = $('live-remove');
+  const id = selected;
+  if (button.dataset.armed !== 'true') {
+    button.dataset.armed = 'true';
+    button.textContent = `Confirm: remove ${id}`;
+    setTimeout(() => { button.dataset.armed = ''; button.textContent = 'Remove'; }, 3000);
+    return;
+  }
+  button.dataset.armed = '';
+  button.textContent = 'Remove';
+  const r = await api('DELETE', `/api/streams/${encodeURIComponent(id)}`).catch(() => null);
+  if (r && (r.ok || r.status === 404)) {
+    editor.revert(); // its unsaved edits go with it
+    window.location.hash = '';
+    await poll();
+    return;
+  }
+  setMessage('save-message', r ? `remove failed: ${await errorText(r)}`
+    : 'remove failed: the service did not answer', 'error');
+}
+
 // ---- adding a camera ------------------------------------------------------------------------------
 // The rows of a Lines or Zones box, as the CLI's --line and --zone take them.
 function parseShapes(text, kind) {
   return text.split('\n').map((row) => row.trim()).filter(Boolean).map((row) => {
     const match = /^([^=\s]+)\s*=\s*(.+)$/.exec(row);
+    if (!match && /^[^=]*\s[^=]*=/.test(row)) {
+      throw new Error(`${kind} "${row}": a name is letters, digits, _ . or - (no spaces)`);
+    }
     const values = match ? match[2].split(',').map((v) => Number(v.trim())) : [];
     if (!match || values.some((v) => !Number.isFinite(v))) {
       throw new Error(`${kind} "${row}": expected NAME=${kind === 'line' ? 'x1,y1,x2,y2'
@@ -315,6 +351,8 @@ async function onAdd(event) {
 function setLink(mode, text) {
   $('link').dataset.mode = mode;
   $('link').textContent = text;
+  // what the page shows is of the last answer: dimmed while the service does not answer
+  document.body.classList.toggle('stale', mode !== 'live');
 }
 
 async function poll() {
@@ -365,6 +403,10 @@ function init() {
   $('live-close').addEventListener('click', () => { window.location.hash = ''; });
   $('add-form').addEventListener('submit', onAdd);
   window.addEventListener('hashchange', onHash);
+  window.addEventListener('beforeunload', (e) => {
+    if (editor.dirty || editor.draft) e.preventDefault(); // the browser asks before leaving
+  });
+  $('live-remove').addEventListener('click', onRemove);
   window.addEventListener('resize', () => editor.render());
   onHash();
   poll();

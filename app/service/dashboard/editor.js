@@ -9,6 +9,7 @@ import { drawShapes, pictureSize, pixelsPerScreenPixel, svg } from './shapes.js'
 
 const CLOSE_PX = 10; // a click this near a zone's first corner closes it
 const DRAG_PX = 5; // a press released further than this drew a line by dragging
+const DOUBLE_MS = 400; // two presses this close in time and place: a double-click
 
 const clone = (shapes) => JSON.parse(JSON.stringify(shapes));
 
@@ -25,12 +26,13 @@ export class ShapeEditor {
     this.drag = null; // {list, index, corner}
     this.selected = null;
     this.pending = null; // the name the next shape takes
+    this.lastPress = null; // {t, p}: a double-click is told by time and place, since each
+    // press redraws the shapes and the browser sends no dblclick for a replaced element
     overlay.addEventListener('pointerdown', (e) => this.onDown(e));
     overlay.addEventListener('pointermove', (e) => this.onMove(e));
     overlay.addEventListener('pointerup', (e) => this.onUp(e));
     // a drag the system took away (a touch cancelled, the window left) ends where it was
     overlay.addEventListener('lostpointercapture', () => this.onLost());
-    overlay.addEventListener('dblclick', (e) => { e.preventDefault(); this.finishPolygon(); });
     document.addEventListener('keydown', (e) => this.onKey(e));
   }
 
@@ -115,8 +117,11 @@ export class ShapeEditor {
         this.overlay.setPointerCapture(event.pointerId); // released outside: still ours
       } else this.finishLine(p);
     } else if (this.tool === 'zone' || this.tool === 'mask') {
+      const last = this.lastPress;
+      const double = last && event.timeStamp - last.t < DOUBLE_MS && this.near(p, last.p);
+      this.lastPress = { t: event.timeStamp, p };
       if (!this.draft) this.draft = { kind: this.tool, points: [p], at: p };
-      else if (this.draft.points.length >= 3 && this.near(p, this.draft.points[0])) {
+      else if (double || (this.draft.points.length >= 3 && this.near(p, this.draft.points[0]))) {
         this.finishPolygon();
         return;
       } else this.draft.points.push(p);
@@ -168,11 +173,15 @@ export class ShapeEditor {
 
   onKey(event) {
     // keys typed in a field (the shape's name, the Add form) are the field's
-    if (!this.draft || event.target.closest('input, textarea, select, button')) return;
+    if (!(this.draft || this.tool) || event.target.closest('input, textarea, select, button')) {
+      return;
+    }
     if (event.key === 'Escape') {
       event.preventDefault();
       this.draft = null;
-      this.render();
+      this.tool = null; // the tool too: the next click selects, it draws nothing
+      this.overlay.dataset.tool = '';
+      this.changed();
     } else if (event.key === 'Enter') {
       event.preventDefault();
       this.finishPolygon();

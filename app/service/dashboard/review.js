@@ -92,8 +92,11 @@ async function showPage(before, mine) {
   const bad = ['since', 'until'].filter((k) => f[k] && Number.isNaN(new Date(f[k]).getTime()));
   const shown = FILTERS.filter((k) => f[k] && !bad.includes(k)).map((k) => `${k} ${f[k]}`)
     .concat(bad.map((k) => `${k} "${f[k]}" is no date: left out`)).join(', ');
+  const ended = events.filter((e) => e.type === 'end');
+  const noClips = ended.length && !ended.some((e) => e.clip)
+    ? ' · no clips: the service keeps them when its config sets events: clips' : '';
   $('page-info').textContent = `page ${pages.length + 1} · ${events.length} event`
-    + `${events.length === 1 ? '' : 's'}${shown ? ` · ${shown}` : ''}`;
+    + `${events.length === 1 ? '' : 's'}${shown ? ` · ${shown}` : ''}${noClips}`;
 }
 
 async function loadCameras() {
