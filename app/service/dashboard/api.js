@@ -23,8 +23,10 @@ export function initToken(onChange) {
   });
 }
 
+// The service answered 401: the field is marked; the words say whether one was given.
 export function needToken() {
   $('token').classList.add('needed');
+  return $('token').value.trim() ? 'API token refused' : 'API token needed';
 }
 
 // With a token set on the service every data route needs it, media and the event feed too.

@@ -17,6 +17,7 @@ const DROP_LABELS = { dropped_full: 'queue full', dropped_stale: 'too old',
 // Shown only once counted: a service on Ray workers that lost one (docs/OPERATIONS.md).
 const RARE_DROP_LABELS = { dropped_failover: 'worker lost' };
 const POLL_MS = 1000;
+const HOT_BUSY = 0.5; // the busiest stage is called the bottleneck from this share on
 const SNAPSHOT_MS = 1000;
 const STALE_MS = 3500;
 // A card made from a POST answer may be missing from a stats event computed just before.
@@ -65,7 +66,7 @@ function stageBox(name) {
   const box = el('div', 'stage idle');
   box.dataset.testid = `stage-${name}`;
   const head = el('div', 'head');
-  head.append(el('b', 'name', name), el('span', 'threads'), el('span', 'tag', 'bottleneck'));
+  head.append(el('b', 'name', name), el('span', 'threads'), el('span', 'tag', 'busiest'));
   parts.busy = el('b', 'busy', '–');
   const busyRow = el('div', 'busyrow');
   busyRow.append(parts.busy, el('span', 'unit', 'busy'), el('div', 'bar'));
@@ -107,6 +108,10 @@ function renderStage(name, row, queue, bottleneck, now) {
   box.classList.toggle('idle', !row);
   box.classList.toggle('bottleneck', bottleneck);
   box.dataset.bottleneck = String(bottleneck);
+  // the busiest stage caps the frame rate; it is a bottleneck once it is busy half the time
+  const calm = bottleneck && (!row || row.busy < HOT_BUSY);
+  box.classList.toggle('calm', calm);
+  box.querySelector('.tag').textContent = calm ? 'busiest' : 'bottleneck';
   if (parts.queue) {
     const q = queue || { depth: 0, capacity: 0 };
     parts.queue.querySelector('.qdepth').textContent = `${q.depth}/${q.capacity || '–'}`;
@@ -416,8 +421,7 @@ async function loadRecentEvents() {
 // is read with fetch (EventSource cannot send a header), and the token is kept for the
 // browser session only (api.js).
 function needToken() {
-  setLink('token', 'API token needed');
-  markToken();
+  setLink('token', markToken());
 }
 
 function setMessage(text, kind) {

@@ -362,8 +362,7 @@ async function poll() {
   try {
     const r = await api('GET', '/api/stats');
     if (r.status === 401) {
-      needToken();
-      setLink('token', 'API token needed');
+      setLink('token', needToken());
       return;
     }
     if (!r.ok) throw new Error(`HTTP ${r.status}`);

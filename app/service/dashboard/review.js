@@ -71,8 +71,7 @@ async function showPage(before, mine) {
   const r = await api('GET', query(f, before));
   if (mine !== asked) return; // a newer request was made meanwhile
   if (r.status === 401) {
-    needToken();
-    setLink('token', 'API token needed');
+    setLink('token', needToken());
     return;
   }
   if (!r.ok) {
