@@ -50,6 +50,10 @@ def serve(
                                                        ("workers", workers),
                                                        ("ray_address", ray_address))
                                      if v is not None})
+        from app.outputs.event_outputs import check_webhooks
+
+        # before the server starts: a refusal in its start-up would be a traceback and exit 3
+        check_webhooks(cfg.events.webhooks, cfg.allowed_networks, cfg.allow_idn_hosts)
     if (cfg.workers or cfg.ray_address) and importlib.util.find_spec("ray") is None:
         fail("--workers and --ray-address run the streams on Ray, which is not installed: "
              "pip install 'vidpipe[ray]'")

@@ -97,13 +97,19 @@ class MediaStore:
         return path
 
     def find(self, event_id: str, kind: str) -> Path | None:
-        """The file of ``kind`` (clip, snapshot, clean) of event ``event_id``, if kept."""
+        """The file of ``kind`` (clip, snapshot, clean) of event ``event_id``, if kept: a
+        plain file in a stream's folder, never through a link (one placed in the folder must
+        not serve what lies outside it)."""
         if not EVENT_ID.match(event_id) or kind not in KINDS or not self.root.is_dir():
             return None
+        root = self.root.resolve()
         with os.scandir(self.root) as streams:
             for stream in streams:
+                if not stream.is_dir(follow_symlinks=False):
+                    continue
                 candidate = Path(stream.path) / f"{event_id}{KINDS[kind]}"
-                if stream.is_dir() and candidate.is_file():
+                if (candidate.is_file() and not candidate.is_symlink()
+                        and candidate.resolve().parent.parent == root):
                     return candidate
         return None
 

@@ -114,3 +114,23 @@ def test_malloc_arenas_are_limited_unless_the_environment_says_otherwise(monkeyp
     assert limit_malloc_arenas() is True  # glibc, as on every machine vidpipe ships for
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert limit_malloc_arenas() is False
+
+
+def test_bad_webhook_settings_are_one_line_and_exit_2(tmp_path):
+    """Issue 40, item 3: they crashed the start-up with a traceback and exit 3."""
+    cases = [({}, '["https://example.com/hook"]', "need VIDPIPE_WEBHOOK_SECRET set"),
+             ({"VIDPIPE_WEBHOOK_SECRET": "s"}, '["ftp://example.com/hook"]',
+              "only http:// and https:// URLs"),
+             ({"VIDPIPE_WEBHOOK_SECRET": "s"}, '["http://127.0.0.1:9/hook"]',
+              "outside allowed_networks")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VIDPIPE_")}
+    for extra, webhooks, words in cases:
+        config = tmp_path / "service.yaml"
+        config.write_text(f"port: {free_port()}\nstate_dir: null\nallowed_networks: "
+                          f"[10.0.0.0/8]\nevents:\n  webhooks: {webhooks}\n")
+        done = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--config", str(config)],
+                              env={**env, **extra}, capture_output=True, text=True, timeout=60)
+        output = done.stdout + done.stderr
+        assert done.returncode == 2, output
+        assert words in output and "Traceback" not in output, output
+        assert len(output.strip().splitlines()) == 1, output

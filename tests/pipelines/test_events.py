@@ -288,3 +288,21 @@ def test_an_output_that_raises_loses_its_event_alone():
         sink.write(r)
     assert [e["type"] for e in kept.events][:2] == ["new", "line_cross"]
     assert metrics.events[("broken", "dropped")] == len(kept.events)
+
+
+def test_media_are_never_served_through_a_link(tmp_path):
+    """Issue 40, item 2: a link placed in the media folder (to a file, or a folder) made the
+    media routes answer with a file outside it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("not media")
+    store = MediaStore(tmp_path / "media")
+    kept, linked, in_linked_folder = "a" * 32, "b" * 32, "c" * 32
+    (store.folder("cam") / f"{kept}.jpg").write_bytes(b"jpeg")
+    (store.folder("cam") / f"{linked}.jpg").symlink_to(secret)
+    (outside / f"{in_linked_folder}.jpg").write_bytes(b"jpeg")
+    (store.root / "elsewhere").symlink_to(outside, target_is_directory=True)
+    assert store.find(kept, "snapshot") == store.root / "cam" / f"{kept}.jpg"
+    assert store.find(linked, "snapshot") is None
+    assert store.find(in_linked_folder, "snapshot") is None
