@@ -2,9 +2,9 @@
 //
 // A line: press where it starts and release where it ends (or click twice). A zone or a mask:
 // click each corner, then click its first corner again, double-click, or press Enter (Escape
-// gives up). Any corner or end is moved by dragging it. Nothing reaches the service until
-// `save()`, which replaces the stream's lines, zones and masks (PUT .../analytics): a line
-// or zone left as it was keeps its counts there.
+// gives up and puts the tool down). Any corner or end is moved by dragging it. Nothing reaches
+// the service until the page saves `shapes` (cameras.js: PUT .../analytics, which replaces the
+// stream's lines, zones and masks; a line or zone left as it was keeps its counts there).
 import { drawShapes, pictureSize, pixelsPerScreenPixel, svg } from './shapes.js';
 
 const CLOSE_PX = 10; // a click this near a zone's first corner closes it
