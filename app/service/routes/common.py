@@ -24,7 +24,7 @@ def _host(request: Request) -> StreamHost:
 Host = Annotated[StreamHost, Depends(_host)]
 
 
-async def _require_token(request: Request) -> None:
+async def require_token(request: Request) -> None:
     token: str | None = request.app.state.token
     if token is None:
         return
@@ -35,7 +35,7 @@ async def _require_token(request: Request) -> None:
 
 
 # every route that returns data or changes state: the token, when one is set
-AUTH = [Depends(_require_token)]
+AUTH = [Depends(require_token)]
 
 # What each refusal means; every one is JSON {"detail": ...} (``Problem``).
 _ERROR_WORDS = {
