@@ -57,9 +57,11 @@ def check_webhooks(urls: Sequence[str],
 
 class EventOutputs:
     def __init__(self, config: EventsConfig, metrics: PipelineMetrics,
-                 first: Sequence[EventOutput] = (), instance: str | None = None) -> None:
+                 first: Sequence[EventOutput] = (), instance: str | None = None,
+                 networks: Sequence[IPv4Network | IPv6Network] | None = None) -> None:
         """``first``: outputs opened by the caller (the events file), published to first;
-        ``instance``: which of several processes of the service this is (a worker)."""
+        ``instance``: which of several processes of the service this is (a worker);
+        ``networks``: where webhooks may connect, checked at each connection."""
         self.config = config
         self.dead_letters = DeadLetters(config.dead_letter_path, metrics)
         self.outputs: list[EventOutput] = list(first)
@@ -73,7 +75,7 @@ class EventOutputs:
                 name = "webhook" if len(config.webhooks) == 1 else f"webhook-{n}"
                 self._network.append(WebhookEvents(url, secret, metrics, self.dead_letters,
                                                    name=name, queue_size=config.queue,
-                                                   retries=config.retries))
+                                                   retries=config.retries, networks=networks))
         except BaseException:
             self.close()
             raise

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from app.outputs.checked_http import Networks, checked_session, refused
 from pipelines.errors import ConfigError
 from pipelines.events.files import DeadLetters
 from pipelines.metrics import PipelineMetrics
@@ -62,7 +63,10 @@ class WebhookEvents:
     def __init__(self, url: str, secret: bytes, metrics: PipelineMetrics,
                  dead_letters: DeadLetters, *, name: str = "webhook", queue_size: int = 1000,
                  retries: int = 5, backoff_s: float = 0.5,
-                 timeout_s: tuple[float, float] = (3.0, 10.0)) -> None:
+                 timeout_s: tuple[float, float] = (3.0, 10.0),
+                 networks: Networks | None = None) -> None:
+        """``networks``: the addresses it may connect to, checked at each connection (the
+        service's ``allowed_networks``; None: any)."""
         if not secret:
             raise ConfigError("webhooks need VIDPIPE_WEBHOOK_SECRET (the key of their "
                               "signatures)")
@@ -74,8 +78,7 @@ class WebhookEvents:
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(queue_size)
         self._stop = threading.Event()
         self._busy = False  # the sender holds an event (sending, or waiting to retry it)
-        self._session = requests.Session()
-        self._session.trust_env = False  # no proxy from the environment sees the events
+        self._session = checked_session(networks)
         self._thread = threading.Thread(target=self._run, name=f"events-{name}", daemon=True)
         self._thread.start()
 
@@ -127,6 +130,8 @@ class WebhookEvents:
             answer = self._session.post(self.url, data=body, headers=headers,
                                         timeout=self.timeout_s, allow_redirects=False)
         except requests.RequestException as e:
+            if (why := refused(e)) is not None:
+                return f"refused: {why}"  # its name points elsewhere now: no retry reaches it
             log.debug("webhook %s: %s", self.shown, type(e).__name__)
             return "retry"
         if 200 <= answer.status_code < 300:

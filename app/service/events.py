@@ -68,7 +68,8 @@ class ServiceEvents:
             self.files = EventFiles(config.results_dir, int(config.results_rotate_mb * MB),
                                     metrics)
             first.insert(0, self.files)
-        self.outputs = EventOutputs(config.events, metrics, first, instance)
+        self.outputs = EventOutputs(config.events, metrics, first, instance,
+                                    networks=config.allowed_networks)
         self.store = MediaStore(config.events.media_dir, config.events.retain_hours,
                                 config.events.retain_mb)
         self.media = MediaWriter(self.store, config.events.clips, api_path) \

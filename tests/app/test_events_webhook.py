@@ -177,3 +177,29 @@ def test_a_malformed_url_never_shows_its_password():
             check(url)
         assert "s3cr" not in str(refused.value) and "hunter2" not in str(refused.value)
     assert topic_part("lobby#2/a+b") == "lobby_2_a_b"
+
+
+def test_a_webhook_is_held_to_allowed_networks_at_each_connection(dead, metrics):
+    """Issue 40, item 1: the host was checked once, at start; after its name re-resolved to
+    loopback (a DNS change) the events reached loopback. The receiver here is on loopback,
+    outside the allowed network: nothing reaches it, and the event says why, unretried."""
+    from ipaddress import ip_network
+
+    receiver = Receiver()
+    hook = WebhookEvents(receiver.url, SECRET, metrics, dead, backoff_s=0.01,
+                         networks=[ip_network("10.0.0.0/8")])
+    hook.publish(event(5))
+    hook.close()
+    receiver.close()
+    assert receiver.requests == []
+    [line] = read_jsonl(dead.path)
+    assert line["event"] == event(5)
+    assert "connected to 127.0.0.1, outside allowed_networks" in line["reason"], line
+    assert metrics.events.get(("webhook", "retried"), 0) == 0
+    allowed = Receiver()  # the same, inside its networks: delivered
+    hook = WebhookEvents(allowed.url, SECRET, metrics, dead, backoff_s=0.01,
+                         networks=[ip_network("127.0.0.0/8")])
+    hook.publish(event(6))
+    hook.close()
+    allowed.close()
+    assert [json.loads(b)["id"] for _, b, _ in allowed.requests] == [event(6)["id"]]
