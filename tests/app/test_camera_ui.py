@@ -237,17 +237,18 @@ def test_the_add_form_takes_a_tracker_lines_and_zones(page, service):
     form = page.get_by_test_id("add-camera")
     form.get_by_test_id("add-url").fill(str(clip))
     form.get_by_test_id("add-id").fill("side")
-    form.get_by_test_id("add-track").select_option("bytetrack")
+    form.get_by_test_id("add-track").select_option("botsort")
     form.get_by_test_id("add-lines").fill("door=0,96,320,96")
     form.get_by_test_id("add-zones").fill("bad=1,2,3")
     form.get_by_test_id("add-submit").click()
     expect(page.get_by_test_id("add-message")).to_contain_text("needs 3 or more x,y points")
     form.get_by_test_id("add-zones").fill("porch=0,0,100,0,100,100")
     form.get_by_test_id("add-submit").click()
-    expect(page.get_by_test_id("add-message")).to_contain_text("added side", timeout=10_000)
+    expect(page.get_by_test_id("add-message")).to_have_text(
+        "added side: it is remembered across restarts", timeout=10_000)
     expect(page.get_by_test_id("camera-side")).to_be_visible(timeout=5_000)
     analytics = get_json(f"{base}/api/streams/side")["analytics"]
-    assert analytics["track"] == "bytetrack"
+    assert analytics["track"] == "botsort"
     assert [line["name"] for line in analytics["lines"]] == ["door"]
     assert [zone["name"] for zone in analytics["zones"]] == ["porch"]
     expect(page.get_by_test_id("camera-side-counts")).to_contain_text("door in")
@@ -259,4 +260,14 @@ def test_the_add_form_takes_a_tracker_lines_and_zones(page, service):
     expect(page.get_by_test_id("camera-side")).to_have_count(0, timeout=10_000)
     expect(page.get_by_test_id("live")).to_be_hidden()
     assert "side" not in [s["id"] for s in get_json(f"{base}/api/streams")]
+
+    # lines without a tracker: one is implied, and the form says which
+    form.get_by_test_id("add-url").fill(str(clip))
+    form.get_by_test_id("add-id").fill("implied")
+    form.get_by_test_id("add-lines").fill("door=0,96,320,96")
+    form.get_by_test_id("add-submit").click()
+    expect(page.get_by_test_id("add-message")).to_have_text(
+        "added implied (tracked with bytetrack: lines and zones count tracks): it is "
+        "remembered across restarts", timeout=10_000)
+    send_json("DELETE", f"{base}/api/streams/implied", None)
     assert page.errors == [], page.errors

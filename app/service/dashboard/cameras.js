@@ -92,6 +92,7 @@ function render(list) {
       tiles.delete(id);
     }
   }
+  $('no-cameras').textContent = 'No cameras yet: add one below.';
   $('no-cameras').hidden = tiles.size > 0;
   renderLive();
 }
@@ -338,7 +339,10 @@ async function onAdd(event) {
     if (!r.ok) { setMessage('add-message', await errorText(r), 'error'); return; }
     const stream = await r.json();
     event.target.reset();
-    setMessage('add-message', `added ${stream.id}: it is remembered across restarts`, 'ok');
+    const tracked = !body.track && stream.analytics
+      ? ` (tracked with ${stream.analytics.track}: lines and zones count tracks)` : '';
+    setMessage('add-message', `added ${stream.id}${tracked}: it is remembered across restarts`,
+      'ok');
     await poll();
   } catch (e) {
     setMessage('add-message', `the service did not answer (${e.message})`, 'error');
@@ -363,6 +367,9 @@ async function poll() {
     const r = await api('GET', '/api/stats');
     if (r.status === 401) {
       setLink('token', needToken());
+      $('no-cameras').textContent = 'The service needs its API token (top right) to show '
+        + 'the cameras.';
+      $('no-cameras').hidden = false;
       return;
     }
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
