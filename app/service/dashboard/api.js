@@ -131,8 +131,9 @@ export function whyDown(stream) {
 }
 
 // A stream's latest picture (boxes and track ids drawn by the service) into `img`, one
-// request at a time; false while it has none (204) or the service does not answer.
-export async function loadSnapshot(streamId, img, holder) {
+// request at a time, and `overlay`'s viewBox set to its pixels (the shapes' coordinates);
+// false while it has none (204) or the service does not answer.
+export async function loadSnapshot(streamId, img, overlay, holder) {
   if (holder.loading || document.hidden) return false;
   holder.loading = true;
   try {
@@ -153,6 +154,8 @@ export async function loadSnapshot(streamId, img, holder) {
     if (holder.objectUrl) URL.revokeObjectURL(holder.objectUrl);
     holder.objectUrl = url;
     img.dataset.loaded = 'true';
+    const box = `0 0 ${img.naturalWidth} ${img.naturalHeight}`;
+    if (overlay.getAttribute('viewBox') !== box) overlay.setAttribute('viewBox', box);
     return true;
   } catch {
     return false; // unreachable: the page's link indicator says so; tried again next tick

@@ -2,9 +2,9 @@
 // every second, `stream` and `removed` on changes); while that stream is down the page polls
 // /api/stats instead. Latency history is kept here, in the page: the API only knows "now".
 import { $, api, authHeaders, clipButton, el, errorText, eventSnapshot, eventText, initToken,
-  localTime, needToken as markToken, whyDown } from './api.js';
+  loadSnapshot, localTime, needToken as markToken, whyDown } from './api.js';
 import { drawChart, fmtDuration, fmtMs, record } from './chart.js';
-import { drawShapes } from './shapes.js';
+import { drawShapes, lineCounts, shapesOf, zoneCounts } from './shapes.js';
 
 const STAGES = ['decode', 'preprocess', 'infer', 'postprocess', 'sink'];
 // Where a stage that only some services have goes: analytics (tracked streams) before sink.
@@ -279,19 +279,18 @@ function upsertStream(stream) {
 function renderAnalytics(card, stream) {
   const analytics = stream.analytics;
   const words = card.part('analytics');
-  drawShapes(card.part('overlay'), { lines: analytics ? analytics.lines : [],
-    zones: analytics ? analytics.zones : [], masks: [] }, analytics && analytics.counts);
+  drawShapes(card.part('overlay'), shapesOf(stream), analytics && analytics.counts);
   words.replaceChildren();
   if (!analytics) return;
   const parts = [];
   for (const zone of analytics.zones) {
-    const c = analytics.counts.zones[zone.name] || {};
-    parts.push([`zone ${zone.name}`, `${c.occupancy ?? 0} in now, ${c.entered ?? 0} entered, `
-      + `${c.exited ?? 0} left`]);
+    const c = zoneCounts(analytics.counts, zone.name);
+    parts.push([`zone ${zone.name}`, `${c.occupancy} in now, ${c.entered} entered, `
+      + `${c.exited} left`]);
   }
   for (const line of analytics.lines) {
-    const c = analytics.counts.lines[line.name] || {};
-    parts.push([`line ${line.name}`, `in ${c.in ?? 0}, out ${c.out ?? 0}`]);
+    const c = lineCounts(analytics.counts, line.name);
+    parts.push([`line ${line.name}`, `in ${c.in}, out ${c.out}`]);
   }
   words.dataset.testid = `stream-${card.id}-analytics`;
   for (const [name, figures] of parts) {
@@ -340,26 +339,8 @@ function dropCard(id) {
 
 // One request per card at a time; 204 (no content) means the stream has no frame yet.
 async function refreshSnapshot(card) {
-  if (card.loading || document.hidden) return;
-  card.loading = true;
-  try {
-    const r = await fetch(`/api/streams/${encodeURIComponent(card.id)}/snapshot.jpg`,
-      { cache: 'no-store', headers: authHeaders() });
-    if (!r.ok || r.status === 204) return;
-    const url = URL.createObjectURL(await r.blob());
-    const img = card.part('snapshot');
-    img.onload = () => {
-      card.part('overlay').setAttribute('viewBox', `0 0 ${img.naturalWidth} ${img.naturalHeight}`);
-      if (card.objectUrl) URL.revokeObjectURL(card.objectUrl);
-      card.objectUrl = url;
-      img.dataset.loaded = 'true';
-      card.node.classList.add('has-frame');
-    };
-    img.src = url;
-  } catch {
-    // The service is unreachable: the link indicator says so; try again next tick.
-  } finally {
-    card.loading = false;
+  if (await loadSnapshot(card.id, card.part('snapshot'), card.part('overlay'), card)) {
+    card.node.classList.add('has-frame');
   }
 }
 

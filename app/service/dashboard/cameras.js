@@ -4,7 +4,7 @@
 // /api/stats every second; the page's address names the camera in view (#<id>).
 import { $, api, el, errorText, initToken, loadSnapshot, needToken, whyDown } from './api.js';
 import { ShapeEditor } from './editor.js';
-import { drawShapes, lineCounts, zoneCounts } from './shapes.js';
+import { drawShapes, lineCounts, shapesOf, zoneCounts } from './shapes.js';
 
 const POLL_MS = 1000;
 const GRID_PICTURE_MS = 1000;
@@ -58,11 +58,6 @@ function countsText(stream) {
   return parts.length ? parts.join(' · ') : `tracked (${a.track})`;
 }
 
-function shapesOf(stream) {
-  const a = stream.analytics || { lines: [], zones: [] };
-  return { lines: a.lines, zones: a.zones, masks: stream.masks || [] };
-}
-
 function renderTile(stream) {
   const { node, part } = tile(stream);
   node.dataset.state = stream.state;
@@ -75,9 +70,7 @@ function renderTile(stream) {
 }
 
 async function refreshTile(id, entry) {
-  const img = entry.part('snapshot');
-  if (await loadSnapshot(id, img, entry)) {
-    entry.part('overlay').setAttribute('viewBox', `0 0 ${img.naturalWidth} ${img.naturalHeight}`);
+  if (await loadSnapshot(id, entry.part('snapshot'), entry.part('overlay'), entry)) {
     entry.node.classList.add('has-frame');
   }
 }
@@ -150,11 +143,10 @@ function select(id) {
 async function refreshLive() {
   const id = selected;
   if (!id) return;
-  const img = $('live-picture');
-  if (await loadSnapshot(id, img, live) && id === selected) {
-    const overlay = $('live-overlay');
-    const box = `0 0 ${img.naturalWidth} ${img.naturalHeight}`;
-    if (overlay.getAttribute('viewBox') !== box) overlay.setAttribute('viewBox', box);
+  const loaded = await loadSnapshot(id, $('live-picture'), $('live-overlay'), live);
+  if (id !== selected) { // another camera was chosen meanwhile: not this picture's size
+    $('live-overlay').removeAttribute('viewBox');
+  } else if (loaded) {
     if (!$('live').classList.contains('has-frame')) {
       $('live').classList.add('has-frame');
       editor.render();

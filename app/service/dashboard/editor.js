@@ -5,7 +5,7 @@
 // gives up and puts the tool down). Any corner or end is moved by dragging it. Nothing reaches
 // the service until the page saves `shapes` (cameras.js: PUT .../analytics, which replaces the
 // stream's lines, zones and masks; a line or zone left as it was keeps its counts there).
-import { drawShapes, pictureSize, pixelsPerScreenPixel, svg } from './shapes.js';
+import { drawShapes, pictureSize, pixelsPerScreenPixel, shapesOf, svg } from './shapes.js';
 
 const CLOSE_PX = 10; // a click this near a zone's first corner closes it
 const DRAG_PX = 5; // a press released further than this drew a line by dragging
@@ -42,9 +42,8 @@ export class ShapeEditor {
 
   // The stream as the API shows it: its shapes, unless the user has edits not yet saved.
   load(stream) {
-    const analytics = stream.analytics || { lines: [], zones: [] };
-    const shapes = { lines: analytics.lines, zones: analytics.zones, masks: stream.masks || [] };
-    this.counts = analytics.counts || null;
+    const shapes = shapesOf(stream);
+    this.counts = stream.analytics ? stream.analytics.counts : null;
     const editing = this.dirty || this.draft || this.drag;
     this.saved = clone(shapes);
     if (!editing) this.shapes = clone(shapes);
@@ -54,12 +53,11 @@ export class ShapeEditor {
   // The stream as the service answered a save of `sent`: its shapes are the saved ones now,
   // and the ones shown unless the user edited on while the save was on its way.
   accept(stream, sent) {
-    const analytics = stream.analytics || { lines: [], zones: [] };
-    const shown = { lines: analytics.lines, zones: analytics.zones, masks: stream.masks || [] };
+    const shown = shapesOf(stream);
     const editedSince = JSON.stringify(this.shapes) !== JSON.stringify(sent);
     this.saved = clone(shown);
     if (!editedSince && !this.draft && !this.drag) this.shapes = clone(shown);
-    this.counts = analytics.counts || null;
+    this.counts = stream.analytics ? stream.analytics.counts : null;
     this.render();
   }
 

@@ -23,6 +23,12 @@ function filters() {
   return Object.fromEntries(FILTERS.map((k) => [k, params.get(k) || '']));
 }
 
+// A date typed in the page (the browser's local time), or null for none or one it cannot read.
+function typedDate(text) {
+  const moment = text ? new Date(text) : null;
+  return moment && !Number.isNaN(moment.getTime()) ? moment : null;
+}
+
 function query(f, before) {
   const params = new URLSearchParams({ limit: String(PAGE) });
   for (const key of ['stream', 'type', 'label', 'line', 'zone']) {
@@ -31,8 +37,8 @@ function query(f, before) {
   // objects' updates (as tracks move, every update_s) only when asked for: they bury the rest
   if (!f.type) EVENTS.forEach((type) => params.append('type', type));
   for (const key of ['since', 'until']) {
-    const moment = f[key] ? new Date(f[key]) : null;
-    if (moment && !Number.isNaN(moment.getTime())) params.set(key, moment.toISOString());
+    const moment = typedDate(f[key]);
+    if (moment) params.set(key, moment.toISOString());
   }
   if (before) params.set('before', before);
   return `/api/events/recent?${params}`;
@@ -88,7 +94,7 @@ async function showPage(before, mine) {
   $('older').hidden = !next;
   $('older').onclick = () => { pages.push(next); show(next); };
   $('newest').hidden = pages.length === 0;
-  const bad = ['since', 'until'].filter((k) => f[k] && Number.isNaN(new Date(f[k]).getTime()));
+  const bad = ['since', 'until'].filter((k) => f[k] && !typedDate(f[k]));
   const shown = FILTERS.filter((k) => f[k] && !bad.includes(k)).map((k) => `${k} ${f[k]}`)
     .concat(bad.map((k) => `${k} "${f[k]}" is no date: left out`)).join(', ');
   const ended = events.filter((e) => e.type === 'end');

@@ -26,6 +26,12 @@ export function pixelsPerScreenPixel(overlay) {
   return Math.max(size.width / rect.width, size.height / rect.height);
 }
 
+// A stream's shapes as the API shows it (`GET /api/streams/{id}`, `/api/stats`).
+export function shapesOf(stream) {
+  const analytics = stream.analytics || { lines: [], zones: [] };
+  return { lines: analytics.lines, zones: analytics.zones, masks: stream.masks || [] };
+}
+
 export function lineCounts(counts, name) {
   const c = (counts && counts.lines[name]) || {};
   return { in: c.in ?? 0, out: c.out ?? 0 };
