@@ -26,6 +26,11 @@ class TrackerFixed(VidpipeError, ValueError):
     """A running stream's tracker cannot change (409)."""
 
 
+class OverCapacity(VidpipeError, RuntimeError):
+    """One more camera would not fit the machine's measured headroom (409); ``force`` adds
+    it anyway."""
+
+
 class StreamLimit(VidpipeError, RuntimeError):
     """The service already runs ``max_streams`` streams (429)."""
 

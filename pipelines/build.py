@@ -95,18 +95,19 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
     # than the camera works on the latest picture instead of one that queued behind it.
     live = all(source.live for source in sources)
     prepared = channel("prepared", "drop_oldest" if live else "block", producers=len(sources))
-    for source in sources:
-        policy = options.policy or ("drop_oldest" if source.live else "block")
-        # Named by stream where one pipeline serves several; a named pipeline is one stream's.
-        decoded = channel("decoded" if options.name else f"decoded/{source.stream_id}", policy)
-        stages.append(decode_stage(source, backends, decoded, metrics, options,
-                                   analytics=analytics, rider_images=keep_images))
-        stages.append(PreprocessStage(source.stream_id, backends.preprocessor_for(), decoded,
-                                      prepared, metrics))
     per_stream = None if analytics is None else {
         s.stream_id: StreamAnalytics(s.stream_id, analytics, spec,
                                      float(getattr(s, "fps", 0.0) or 30.0), metrics)
         for s in sources}
+    for source in sources:
+        policy = options.policy or ("drop_oldest" if source.live else "block")
+        # Named by stream where one pipeline serves several; a named pipeline is one stream's.
+        decoded = channel("decoded" if options.name else f"decoded/{source.stream_id}", policy)
+        tracked = None if per_stream is None else per_stream[source.stream_id]
+        stages.append(decode_stage(source, backends, decoded, metrics, options,
+                                   analytics=tracked, rider_images=keep_images))
+        stages.append(PreprocessStage(source.stream_id, backends.preprocessor_for(), decoded,
+                                      prepared, metrics))
     stages += detector_stages(prepared, backends, spec, metrics, options, channel=channel,
                               sinks=sinks, batch_size=batch_size,
                               infer_calls=backends.plan.threads.infer_workers,

@@ -78,11 +78,15 @@ class Channel(Generic[T]):
 
     ``on_drop(item, cause)`` is called for every item the channel itself discards, so the
     owner can account for it (the pipeline counts it against the item's stream).
+    ``carry(evicted, next)`` may hand what ``drop_oldest`` evicts on with the item after it
+    (the next queued, or the one put), and returns what is left to drop (None: nothing); the
+    pipeline's carries the frames the model was never to see (``wiring.carry_skipped``).
     """
 
     def __init__(self, name: str, capacity: int, policy: DropPolicy = "block", *,
                  producers: int = 1,
-                 on_drop: Callable[[T, str], None] | None = None) -> None:
+                 on_drop: Callable[[T, str], None] | None = None,
+                 carry: Callable[[T, T], T | None] | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"channel {name!r}: capacity must be >= 1, got {capacity}")
         if policy not in DROP_POLICIES:
@@ -95,6 +99,7 @@ class Channel(Generic[T]):
         self.policy: DropPolicy = policy
         self.drops: Counter[str] = Counter()
         self._on_drop = on_drop
+        self._carry = carry
         self._items: deque[tuple[T, float]] = deque()
         self._open_producers = producers
         self._waiters = Waiters()
@@ -114,8 +119,11 @@ class Channel(Generic[T]):
         if self.closed:
             raise ChannelClosed(f"put on closed channel {self.name!r}")
         if len(self._items) >= self.capacity:  # drop_oldest
-            evicted, _ = self._items.popleft()
-            self.drop(evicted, "dropped_full")
+            evicted = self._items.popleft()[0]
+            after = self._items[0][0] if self._items else item  # the next in order: it may carry it
+            left = evicted if self._carry is None else self._carry(evicted, after)
+            if left is not None:
+                self.drop(left, "dropped_full")
         self._items.append((item, time.monotonic()))
         self._notify()
 

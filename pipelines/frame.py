@@ -62,8 +62,7 @@ def host_array(array: Any, what: str = "picture") -> np.ndarray:
 
 
 def copied_to_host(array: Any) -> np.ndarray:
-    """``array`` as numpy, a device tensor copied to the host (which waits for the device:
-    for the stages and tools that must have the pixels now)."""
+    """``array`` as numpy, a device tensor copied to the host (waiting for the device)."""
     if on_device(array):
         return array.detach().cpu().numpy()
     return host_array(array)
@@ -83,6 +82,7 @@ class DecodedPicture:
     source_size: tuple[int, int] | None = None
     ready: Any = None
     load: Callable[[], Picture] | None = None
+    motion: Any = None  # with motion gating: what to measure it on (decode.motion.MotionInput)
 
     def __post_init__(self) -> None:
         if self.image is None and self.load is None:
@@ -112,10 +112,10 @@ class Frame:
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds spent on it
     source_size: tuple[int, int] | None = None
     load: Callable[[], Picture] | None = None  # makes ``image`` (DecodedPicture.load)
-    # with --detect-every N: the frames before this one the model does not see, which travel
-    # with it (the tracker gives their boxes); each counts as a frame of its own
+    # frames before this one the model does not see (--detect-every N), which travel with it
     riders: list[Frame] = field(default_factory=list)
     gap_s: float | None = None  # the first frame after a camera was away: for how long
+    skipped: str | None = None  # why the model does not see it ("idle"): it flows on, no boxes
 
     def materialize(self) -> None:
         """Make ``image`` now if it was left to be made (``load``); the preparing stage calls
@@ -171,7 +171,7 @@ class Frame:
                                    riders=[r.without_image() for r in self.riders])
 
     def with_riders(self) -> list[Frame]:
-        """This frame's riders, then itself: every frame it stands for, in order."""
+        """Its riders, then itself: every frame it stands for, in order."""
         return [*self.riders, self]
 
 

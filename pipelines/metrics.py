@@ -20,7 +20,7 @@ from pipelines.series import SeriesByLabels
 
 OUTCOMES: tuple[str, ...] = (
     "processed", "dropped_full", "dropped_stale", "dropped_stopped", "decode_error",
-    "model_error",
+    "model_error", "skipped_idle",
 )
 _SECONDS_BUCKETS = (
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5,

@@ -9,15 +9,16 @@ these stages is the same for both, and each stage is constructed here alone.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from models.spec import ModelSpec
-from pipelines.analytics.config import AnalyticsConfig
 from pipelines.analytics.stage import AnalyticsStage
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends
 from pipelines.channel import Channel, DropPolicy, Input, Output
+from pipelines.decode.motion import MotionSettings
 from pipelines.decode.stage import DecodeStage, PacketSource
 from pipelines.frame import Batch, Frame, Result
 from pipelines.infer.stage import InferStage
@@ -44,27 +45,59 @@ def account_drop(metrics: PipelineMetrics, item: Any, cause: str) -> None:
         metrics.frame_outcome(frame.stream_id, cause, 1 + len(frame.riders))
 
 
+def carry_skipped(evicted: Any, after: Any) -> Any | None:
+    """What a live queue evicts, less the frames the model was never to see (``skipped``:
+    keeping them costs nothing): those ride on with ``after``, the item that follows it in
+    the queue, before its own riders. Returns what is left to drop, None when nothing is."""
+    lead = after if isinstance(after, Frame) else \
+        after.frames[0] if isinstance(after, Batch) and len(after) == 1 else None
+    if lead is None or lead.stream_id != _frames(evicted)[0].stream_id:
+        return evicted
+    if isinstance(evicted, Frame) and evicted.skipped:
+        lead.riders = [*evicted.riders, dataclasses.replace(evicted, riders=[]), *lead.riders]
+        return None
+    for frame in _frames(evicted):
+        carried = [r for r in frame.riders if r.skipped]
+        if carried:
+            frame.riders = [r for r in frame.riders if not r.skipped]
+            lead.riders = [*carried, *lead.riders]
+    return evicted
+
+
+def _frames(item: Any) -> list[Frame]:
+    return item.frames if isinstance(item, Batch) else [item.frame] \
+        if isinstance(item, Result) else [item]
+
+
 def counted_channel(metrics: PipelineMetrics, name: str, capacity: int,
                     policy: DropPolicy = "block", producers: int = 1) -> Channel[Any]:
-    """A channel whose drops count against their streams, its depth exported as ``name``."""
+    """A channel whose drops count against their streams (a skipped frame it evicts rides
+    on with the newer item instead), its depth exported as ``name``."""
     channel: Channel[Any] = Channel(name, capacity, policy, producers=producers,
                                     on_drop=lambda item, cause: account_drop(metrics, item,
-                                                                             cause))
+                                                                             cause),
+                                    carry=carry_skipped)
     metrics.register_channel(name, channel.capacity, channel.__len__)
     return channel
 
 
 def decode_stage(source: PacketSource, backends: StageBackends, output: Output[Frame],
                  metrics: PipelineMetrics, options: PipelineOptions, *,
-                 analytics: AnalyticsConfig | None, rider_images: bool) -> DecodeStage:
-    """A stream's decode stage: ``source``'s pictures into ``output``, those ``analytics``
-    picks (``detect_every``, ``detect_fps``; all without) for the model, the others riding
-    with them (their pictures kept only with ``rider_images``)."""
+                 analytics: StreamAnalytics | None, rider_images: bool) -> DecodeStage:
+    """A stream's decode stage: ``source``'s pictures into ``output``, those its ``analytics``
+    pick (``detect_every``, ``detect_fps``; all without) for the model, the others riding
+    with them (their pictures kept only with ``rider_images``); with ``motion``, those with
+    nothing moving and nothing seen lately go skipped."""
+    config = analytics.config if analytics is not None else None
+    motion = None
+    if analytics is not None and config is not None and config.motion != "off":
+        motion = MotionSettings(config.motion, config.motion_heartbeat_s,
+                                lambda: analytics.config.masks, lambda: analytics.watch_until)
     return DecodeStage(source, backends.decoder_for, output, metrics,
                        frame_limit=options.frame_limit, max_lag_s=options.max_lag_ms / 1000.0,
-                       detect_every=analytics.detect_every if analytics else 1,
-                       detect_fps=analytics.detect_fps if analytics else None,
-                       rider_images=rider_images)
+                       detect_every=config.detect_every if config else 1,
+                       detect_fps=config.detect_fps if config else None,
+                       rider_images=rider_images, motion=motion)
 
 
 def detector_stages(inputs: Input[Any], backends: StageBackends, spec: ModelSpec,

@@ -60,6 +60,25 @@ def bench(
     events_mqtt: Annotated[str | None, typer.Option(
         "--events-mqtt", metavar="URL", help="With --events: a broker for the MQTT variant.")]
     = None,
+    capacity: Annotated[bool, typer.Option(
+        "--capacity", help="Instead: how many cameras this machine holds per mode (every "
+        "frame of a 720p30 main stream; detect_fps 5; + motion gating; + detecting on a "
+        "640x360@15 sub-stream), on quiet scenes with known visitors (made once, in "
+        "build/capacity), each count of --cameras in a fresh process for --seconds: cores, "
+        "frames decoded / detected / skipped, drops, RSS, recall and time to the first box; "
+        "a mode holds a count with recall >= 0.98, first box p99 <= 1 s, drops <= 1 %.")]
+    = False,
+    cameras: Annotated[str, typer.Option(
+        "--cameras", help="With --capacity: the camera counts to ramp through (each mode "
+        "stops at the first count it does not hold).")] = "1,2,4,8,16,32,64",
+    modes: Annotated[str | None, typer.Option(
+        "--modes", help="With --capacity: the modes, comma-separated (default: all four: "
+        "'every frame', 'detect_fps 5', '+ motion', '+ sub-stream').")] = None,
+    motion: Annotated[bool, typer.Option(
+        "--motion", help="Instead: motion-gated detection on quiet cameras (made once, in "
+        "build/motion): the cost of measuring motion per frame (vectors, pixels), the boxes "
+        "against motion off on a camera with visitors, and a still camera played live for "
+        "--seconds: its CPU and detector frames per mode.")] = False,
     runtimes: Annotated[bool, typer.Option(
         "--runtimes", help="Instead: ONNX Runtime against OpenVINO (vidpipe[openvino]) for every "
         "variant of each --model (comma-separated; default ssdlite-person,shapes-yolo): the "
@@ -86,7 +105,9 @@ def bench(
     OUT/bench.json."""
     configure_logging("warning")
     with failing_cleanly():
-        if events:
+        if _cameras(capacity, motion, cameras, modes, seconds, out):
+            pass
+        elif events:
             from app.bench.events import bench_events
             from app.run.demo import ensure_demo_clip
 
@@ -122,6 +143,21 @@ def bench(
 
             bench_pipeline(console, quick, source, model, streams, reps, frames, live_seconds,
                            out)
+
+
+def _cameras(capacity: bool, motion: bool, cameras: str, modes: str | None, seconds: float,
+             out: Path) -> bool:
+    """``--capacity`` or ``--motion``, if asked for: whether one ran."""
+    if capacity:
+        from app.bench.capacity import bench_capacity
+        from app.bench.commands import _ints
+
+        bench_capacity(console, _ints(cameras), seconds, modes, out)
+    elif motion:
+        from app.bench.motion import bench_motion
+
+        bench_motion(console, seconds, out)
+    return capacity or motion
 
 
 def profile(

@@ -57,6 +57,25 @@ DetectFpsOpt = Annotated[float | None, typer.Option(
     "--detect-fps", min=0.1, max=240, help="Run the detector on about F frames a second, "
     "picked by the stream's own clock (a camera whose rate wanders keeps F); the tracker "
     "gives the boxes of the others, as with --detect-every (not both).")]
+MotionOpt = Annotated[str, typer.Option(
+    "--motion", metavar="MODE", help="Motion-gated detection: off (the default: the model "
+    "sees every frame it is given), vectors (the codec's motion vectors, nearly free), pixels "
+    "(a small grey picture against its background) or auto (vectors where the codec gives "
+    "them). A frame with nothing moving and no object seen lately skips the model: its line "
+    "says \"skipped\": \"idle\", counted as skipped_idle. Implies --track.")]
+HeartbeatOpt = Annotated[float, typer.Option(
+    "--motion-heartbeat", metavar="SECONDS", min=0.1, max=3600, help="With --motion: the "
+    "model still sees one frame this often, so an object that arrived without moving is "
+    "found.")]
+MaskOpt = Annotated[list[str] | None, typer.Option(
+    "--mask", metavar="NAME=x1,y1,x2,y2,x3,y3[,...]", help="With --motion: a polygon in "
+    "source pixels whose movement (a clock, trees) does not wake the model (repeatable). "
+    "The model still sees the whole picture.")]
+RecordOpt = Annotated[list[str] | None, typer.Option(
+    "--record", metavar="URL", help="With --clips: the recorded input of the source in the "
+    "same place (repeatable, in the sources' order): its main stream, copied into the clips "
+    "and never decoded, while the source given (its sub-stream) is the one detected. For "
+    "cameras, or files played as cameras (--live).")]
 MqttOpt = Annotated[str | None, typer.Option(
     "--events-mqtt", metavar="URL", help="With tracking: publish events (vidpipe.event/1) to "
     "an MQTT broker, mqtt[s]://[user:pass@]host[:port]/prefix, QoS 1, on PREFIX/STREAM/events, "
@@ -113,6 +132,8 @@ def run(
     no_cache: NoCacheOpt = False,
     track: TrackOpt = None, line: LineOpt = None, zone: ZoneOpt = None,
     detect_every: DetectEveryOpt = 1, detect_fps: DetectFpsOpt = None,
+    motion: MotionOpt = "off", motion_heartbeat: HeartbeatOpt = 10.0, mask: MaskOpt = None,
+    record: RecordOpt = None,
     events_mqtt: MqttOpt = None, events_webhook: WebhookOpt = None,
     snapshots: SnapshotsOpt = False, clips: ClipsOpt = False,
     log_level: LogLevelOpt = "info",
@@ -144,7 +165,9 @@ def run(
                           decode_threads=decode_threads, decode=decode, preprocess=preprocess,
                           runtime=runtime, max_lag_ms=max_lag_ms, plan_cache=not no_cache),
             ffmpeg_resize=ffmpeg_resize, track=track, lines=line or [], zones=zone or [],
-            detect_every=detect_every, detect_fps=detect_fps, events_mqtt=events_mqtt,
+            detect_every=detect_every, detect_fps=detect_fps, motion=motion,
+            motion_heartbeat_s=motion_heartbeat, masks=mask or [], records=record or [],
+            events_mqtt=events_mqtt,
             events_webhooks=events_webhook or [], snapshots=snapshots, clips=clips)
         outputs = _with_progress(request)
     _print_outputs(outputs)

@@ -14,6 +14,7 @@ from app.outputs.config import EventsConfig
 from app.outputs.event_outputs import check_webhooks
 from app.run.outputs import RunOutputs
 from app.run.runner import run_files
+from app.run.sources import Location, stream_ids
 from models.zoo import resolve_model
 from pipelines.analytics.config import from_flags
 from pipelines.errors import ConfigError
@@ -43,6 +44,10 @@ class RunRequest:
     zones: Sequence[str] = ()
     detect_every: int = 1
     detect_fps: float | None = None
+    motion: str = "off"
+    motion_heartbeat_s: float = 10.0
+    masks: Sequence[str] = ()
+    records: Sequence[str] = ()  # --record: the i-th source's recorded input
     events_mqtt: str | None = None
     events_webhooks: Sequence[str] = ()
     snapshots: bool = False
@@ -56,7 +61,9 @@ def run_request(request: RunRequest, *,
     options = PipelineOptions(**request.settings, ffmpeg_resize=request.ffmpeg_resize,
                               analytics=from_flags(request.track, list(request.lines),
                                                    list(request.zones), request.detect_every,
-                                                   request.detect_fps))
+                                                   request.detect_fps, motion=request.motion,
+                                                   heartbeat_s=request.motion_heartbeat_s,
+                                                   masks=list(request.masks)))
     model_path, spec = resolve_model(request.model, output_format=request.output_format,
                                      classes=request.classes, input_size=request.input_size)
     logging.getLogger("app.run").info("model %s (%s, %d classes) from %s", spec.name,
@@ -71,5 +78,20 @@ def run_request(request: RunRequest, *,
     check_webhooks(events.webhooks, None, allow_idn=False)
     _, _, outputs = run_files(request.sources, model_path, spec, request.out, options,
                               annotate=request.annotate, metrics_port=request.metrics_port,
-                              live=request.live, on_progress=on_progress, events=events)
+                              live=request.live, on_progress=on_progress, events=events,
+                              records=_records(request, events))
     return outputs
+
+
+def _records(request: RunRequest, events: EventsConfig) -> dict[str, Location]:
+    """``--record``: the i-th source's recorded input, by its stream id; ConfigError for
+    more than the sources, or without clips (nothing would read them)."""
+    if not request.records:
+        return {}
+    if len(request.records) > len(request.sources):
+        raise ConfigError(f"--record: {len(request.records)} recorded inputs for "
+                          f"{len(request.sources)} source(s): one at most per source, in order")
+    if events.clips is None:
+        raise ConfigError("--record feeds the clips, never the detector: add --clips")
+    ids = stream_ids(request.sources)
+    return dict(zip(ids, request.records, strict=False))

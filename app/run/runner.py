@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from app.outputs.config import EventsConfig
 from app.run.outputs import OutputFolder, RunOutputs
-from app.run.sources import Location, open_sources, stream_ids
+from app.run.sources import Location, open_record, open_sources, start_records, stream_ids
 from models.spec import ModelSpec
 from pipelines.build import build_pipeline
 from pipelines.cuda import parse_device
@@ -42,9 +42,11 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
               metrics_port: int | None = None, live: bool = False,
               on_progress: Callable[[int, int | None], None] | None = None,
               events: EventsConfig | None = None,
+              records: dict[str, Location] | None = None,
               ) -> tuple[PipelineMetrics, Pipeline, RunOutputs]:
     """``events``: where the tracked streams' events go besides OUT/events.jsonl, and
-    their snapshots and clips (default: the file only)."""
+    their snapshots and clips (default: the file only); ``records``: a stream's recorded
+    input (role record: its clips, never decoded), by stream id."""
     ids = stream_ids(paths)
     metrics = PipelineMetrics(CollectorRegistry())
     parse_device(options.device)  # a known device string, or DeviceError naming them
@@ -58,13 +60,17 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
                     options.analytics.check_inside(size, sid)
             gpu = _observe(stack, metrics, options, metrics_port)
             folder.open_sinks(info, annotate, options.analytics)
-            if options.analytics is not None and options.analytics.active:
-                recorded = folder.open_events(events or EventsConfig(snapshots=False), metrics,
-                                              options, info)
-                for sid, ring in recorded.items():
+            rings = {} if options.analytics is None or not options.analytics.active else \
+                folder.open_events(events or EventsConfig(snapshots=False), metrics, options,
+                                   info)
+            recorders = {sid: open_record(where, sid, stack, live=live)
+                         for sid, where in (records or {}).items() if sid in rings}
+            for sid, ring in rings.items():  # the stream's own packets, or its record input's
+                if sid not in recorders:
                     sources[sid] = RecordingSource(sources[sid], ring)
             pipeline = build_pipeline(paths, ids, model_path, spec, folder.sinks, metrics,
                                       options, open_source=lambda _, sid: sources[sid])
+            start_records(pipeline, recorders, rings, stack)
             counts = [count for _, count in info.values()]
             total = None if None in counts else sum(c for c in counts if c is not None)
             stopped_by = asyncio.run(_run(pipeline, _progress(metrics, total, on_progress),

@@ -10,7 +10,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from pipelines.decode.stage import DecodeStage
+from pipelines.errors import ConfigError
+from pipelines.events.record import RecordInput
+from pipelines.events.ring import PacketRing
 from pipelines.metrics import PipelineMetrics
+from pipelines.pipeline import Pipeline
 from pipelines.sources.file import FileSource
 from pipelines.sources.paced import PacedFileSource
 from pipelines.sources.rtsp import RtspSource
@@ -65,6 +70,29 @@ def open_sources(locations: Sequence[Location], ids: Sequence[str], stack: ExitS
             sources[sid] = stack.enter_context(kind(Path(location), sid))
         log.info("%s", sources[sid].describe())
     return sources
+
+
+def open_record(location: Location, sid: str, stack: ExitStack, *, live: bool) -> Any:
+    """A stream's recorded input (``--record``): a camera, or a file played as one. Only
+    beside live sources, whose timelines run at the camera's pace: a file read as fast as it
+    decodes would leave the recording behind (ConfigError)."""
+    if not live and not is_url(location):
+        raise ConfigError(f"--record {location}: a recorded input goes with a camera or a "
+                          "file played as one (--live)")
+    if is_url(location):
+        return stack.enter_context(RtspSource(str(location), f"{sid}-record"))
+    return stack.enter_context(PacedFileSource(Path(location), f"{sid}-record", loop=False))
+
+
+def start_records(pipeline: Pipeline, recorded: dict[str, Any], rings: dict[str, PacketRing],
+                  stack: ExitStack) -> None:
+    """Each recorded input read into its stream's ring, on the timeline of its stream's
+    decode stage (stopped with ``stack``)."""
+    stages = {s.stream_id: s for s in pipeline.stages if isinstance(s, DecodeStage)}
+    for sid, source in recorded.items():
+        recorder = RecordInput(source, rings[sid], stages[sid].timeline.now)
+        stack.callback(recorder.close)
+        recorder.start()
 
 
 def _camera_callbacks(metrics: PipelineMetrics, sid: str,

@@ -4,7 +4,7 @@ a tracker for a stream that has none; a stream's tracker itself stays while it r
 from __future__ import annotations
 
 from app.errors import TrackerFixed
-from app.service.config import AnalyticsUpdate, analytics_config, check_masks
+from app.service.config import AnalyticsUpdate, Gating, analytics_config, check_masks
 from app.service.streams import StreamState, check_fits
 from pipelines.analytics.config import TrackerSettings
 from pipelines.analytics.stream import StreamAnalytics
@@ -41,8 +41,10 @@ def _update_counting(stream: StreamState, update: AnalyticsUpdate,
         raise TrackerFixed(f"stream {stream.id!r} tracks with {current.config.track.kind}: a "
                            "running stream's tracker stays (remove and add the stream to "
                            "change it)")
-    config = analytics_config(current.config.track, update.lines, update.zones,
-                              current.config.detect_every, current.config.detect_fps)
+    now = current.config
+    config = analytics_config(now.track, update.lines, update.zones, now.detect_every,
+                              now.detect_fps,
+                              Gating(now.motion, now.motion_heartbeat_s, update.masks))
     if config is not None:
         check_fits(config, stream.source, stream.id)
         current.reconfigure(config)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import yaml
-from pydantic import Field, IPvAnyNetwork, ValidationError
+from pydantic import Field, IPvAnyNetwork, ValidationError, model_validator
 
 from app.outputs.config import EventsConfig
 from models.checked import JSON_NUMBER, CheckedBody, Count, describe_error
@@ -23,6 +23,7 @@ from pipelines.analytics.config import (
     AnalyticsConfig,
     LineConfig,
     MaskConfig,
+    MotionMode,
     TrackerKind,
     TrackerSettings,
     ZoneConfig,
@@ -41,10 +42,26 @@ def check_masks(masks: list[MaskConfig]) -> None:
         raise ConfigError(f"mask names must be unique: {', '.join(twice)}")
 
 
-class StreamConfig(CheckedBody):
-    """One stream: an RTSP camera, or a file under a media root played as a camera would."""
+Role = Literal["detect", "record"]
+ROLES_RULE = "inputs: one input has the role detect, at most one the role record"
+
+
+class InputConfig(CheckedBody):
+    """One of a camera's inputs (Frigate's form): ``detect`` is decoded and detected (its
+    sub-stream, typically), ``record`` feeds the clips without being decoded (its main
+    stream)."""
 
     url: str = Field(min_length=1, max_length=2048)
+    roles: list[Role] = Field(min_length=1, max_length=2)
+
+
+class StreamConfig(CheckedBody):
+    """One stream: an RTSP camera, or a file under a media root played as a camera would;
+    ``url`` is its detected input, or ``inputs`` names them by role (``url`` is then the
+    detect input's)."""
+
+    url: str = Field(min_length=1, max_length=2048)
+    inputs: list[InputConfig] | None = Field(default=None, min_length=1, max_length=2)
     id: str | None = Field(default=None, pattern=STREAM_ID_PATTERN)
     model: str | None = None  # default: the service's model
     policy: Literal["block", "drop_oldest"] | None = None  # default: drop_oldest (live)
@@ -57,14 +74,56 @@ class StreamConfig(CheckedBody):
     masks: list[MaskConfig] = Field(default_factory=list, max_length=64)  # source pixels
     detect_every: Count = Field(default=1, ge=1, le=30)
     detect_fps: Annotated[float, Field(gt=0, le=240), JSON_NUMBER] | None = None
+    # motion-gated detection (off: every frame to the model), outside ``masks``
+    motion: MotionMode = "off"
+    motion_heartbeat_s: Annotated[float, Field(gt=0, le=3600), JSON_NUMBER] = 10.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_of_inputs(cls, data: Any) -> Any:
+        """With ``inputs`` and no ``url``: the detect input's (the first input's where none
+        is, for ``check_inputs`` to refuse)."""
+        inputs = data.get("inputs") if isinstance(data, dict) else None
+        if isinstance(inputs, list) and inputs and "url" not in data:
+            inputs = [i for i in inputs if isinstance(i, dict)]
+            detect = [i for i in inputs if "detect" in (i.get("roles") or [])]
+            data = {**data, "url": (detect or inputs or [{}])[0].get("url")}
+        return data
+
+    def check_inputs(self) -> None:
+        """ConfigError (400) for inputs whose roles do not fit: the schema cannot say it."""
+        if self.inputs is None:
+            return
+        roles = [r for i in self.inputs for r in i.roles]
+        if roles.count("detect") != 1 or roles.count("record") > 1 or \
+                any(len(set(i.roles)) != len(i.roles) for i in self.inputs):
+            raise ConfigError(ROLES_RULE)
+        if self.url != self.detect_input.url:
+            raise ConfigError("url and inputs: url is the detect input's (give one of them)")
+
+    @property
+    def detect_input(self) -> InputConfig:
+        return next((i for i in self.inputs or [] if "detect" in i.roles),
+                    InputConfig(url=self.url, roles=["detect", "record"]))
+
+    @property
+    def record_url(self) -> str | None:
+        """The input recorded for clips, where it is not the detected one."""
+        record = next((i for i in self.inputs or [] if "record" in i.roles), None)
+        return None if record is None or "detect" in record.roles else record.url
 
     def analytics(self) -> AnalyticsConfig | None:
         """The stream's analytics (None: detections only); ConfigError when they, or its
         masks, do not fit together (a name used twice): the schema cannot say it, the
         service answers 400."""
         check_masks(self.masks)
+        self.check_inputs()
         return analytics_config(self.track, self.lines, self.zones, self.detect_every,
-                                self.detect_fps)
+                                self.detect_fps, self.gating())
+
+    def gating(self) -> Gating:
+        """Its motion gating, as analytics_config takes it."""
+        return Gating(self.motion, self.motion_heartbeat_s, self.masks)
 
 
 class AnalyticsUpdate(CheckedBody):
@@ -87,16 +146,29 @@ class AnalyticsUpdate(CheckedBody):
                                       "zones": self.zones, "masks": self.masks})
 
 
+class Gating(NamedTuple):
+    """A stream's motion gating: its mode, heartbeat and masks."""
+
+    motion: MotionMode = "off"
+    heartbeat_s: float = 10.0
+    masks: list[MaskConfig] = []  # noqa: RUF012  (a NamedTuple's default is never mutated)
+
+
 def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[LineConfig],
                      zones: list[ZoneConfig], detect_every: int = 1,
-                     detect_fps: float | None = None) -> AnalyticsConfig | None:
-    if track is None and not lines and not zones and detect_every == 1 and detect_fps is None:
+                     detect_fps: float | None = None,
+                     gating: Gating | None = None) -> AnalyticsConfig | None:
+    gating = gating or Gating()
+    if (track is None and not lines and not zones and detect_every == 1
+            and detect_fps is None and gating.motion == "off"):
         return None
     settings = track if isinstance(track, TrackerSettings) else \
         TrackerSettings(kind=track or "bytetrack")
     try:
         return AnalyticsConfig(track=settings, lines=lines, zones=zones,
-                               detect_every=detect_every, detect_fps=detect_fps)
+                               detect_every=detect_every, detect_fps=detect_fps,
+                               motion=gating.motion, motion_heartbeat_s=gating.heartbeat_s,
+                               masks=gating.masks)
     except ValidationError as e:
         raise ConfigError(describe_error(e)) from None
 

@@ -59,7 +59,7 @@ class StreamHost(Protocol):
 
     def stream(self, stream_id: str) -> Stream: ...
 
-    async def add(self, cfg: StreamConfig) -> Stream: ...
+    async def add(self, cfg: StreamConfig, *, force: bool = False) -> Stream: ...
 
     async def remove(self, stream_id: str) -> None: ...
 
@@ -141,8 +141,8 @@ class LocalHost:
     def stream(self, stream_id: str) -> Stream:
         return self.service.stream(stream_id).view(LOCAL)
 
-    async def add(self, cfg: StreamConfig) -> Stream:
-        stream = await self.service.add_stream(cfg)
+    async def add(self, cfg: StreamConfig, *, force: bool = False) -> Stream:
+        stream = await self.service.add_stream(cfg, check_headroom=not force)
         assert stream.config is not None
         self.remembered.added(stream.config)
         return stream.view(LOCAL)

@@ -49,6 +49,10 @@ class StreamAnalytics(_Answer):
     detect_every: int
     detect_fps: float | None = Field(default=None, description="the detector's frames a "
                                      "second, when set; the tracker gives the others' boxes")
+    motion: str = Field(default="off", description="motion-gated detection: off, auto, "
+                        "vectors or pixels")
+    motion_heartbeat_s: float = Field(default=10.0, description="with motion: the detector "
+                                      "sees a frame at least this often")
     lines: list[LineConfig]
     zones: list[ZoneConfig]
     counts: Counts
@@ -58,7 +62,10 @@ class Stream(_Answer):
     """A stream as the API shows it: never its credentials."""
 
     id: str
-    url: str = Field(description="the URL without its password")
+    url: str = Field(description="the URL without its password (its detected input)")
+    record_url: str | None = Field(default=None, description="its recorded input (role "
+                                   "record: clips, never decoded), without its password; null: "
+                                   "the clips come from the detected input")
     kind: Literal["rtsp", "file"] | None = None
     model: str | None = None
     policy: str | None = None
@@ -145,6 +152,20 @@ class Storage(_Answer):
                                       "measured (every minute, and at start)")
 
 
+class Headroom(_Answer):
+    """How many more cameras like the running ones the machine holds (app/service/headroom.py)."""
+
+    cores: int
+    used_cores: float = Field(description="the service's CPU over the window, in cores")
+    cameras: int = Field(description="cameras running now")
+    camera_cores: float = Field(description="what one camera costs, on average, in cores")
+    holds: int = Field(description="cameras like these the machine holds (85 % of its cores)")
+    more: int = Field(description="how many more it holds; a camera added past that is "
+                      "refused (409) unless forced")
+    overloaded: bool = Field(description="more cameras run than it holds (added with force)")
+    window_s: float
+
+
 class Stats(_Answer):
     window_s: float
     stages: list[StageFigures]
@@ -155,6 +176,8 @@ class Stats(_Answer):
     detectors: list[DetectorFigures]
     gpus: list[GpuFigures] | None = None
     storage: Storage | None = None
+    headroom: Headroom | None = Field(default=None, description="null until a camera has run "
+                                      "for a few seconds")
 
 
 class Worker(_Answer):

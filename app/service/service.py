@@ -2,10 +2,9 @@
 
 Streams are added and removed while others run. Every stream that uses a model on a device
 feeds the same ``SharedDetector`` (``app.service.detectors``): the model is loaded once, and
-the frames of all its streams are batched together, each stream with its own queue and drop
-policy. Each stream's intake (its source and decoder) is its own failure domain: a stream
-whose source dies is marked ``failed`` and the others go on. All share one metrics registry,
-which ``/metrics`` serves, and one event feed, which ``/api/events`` serves.
+the frames of all its streams are batched together, each with its own queue and drop policy.
+Each stream's intake (source, decoder) is its own failure domain. All share one metrics
+registry (``/metrics``), one event feed (``/api/events``) and the machine's ``Headroom``.
 """
 
 from __future__ import annotations
@@ -18,13 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from app.errors import SourceRejected, StreamExists, StreamLimit, UnknownStream
-from app.hosts import check_camera_host
 from app.outputs.event_outputs import check_webhooks
 from app.service.analytics import update_analytics
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.detectors import Detectors
 from app.service.event_feed import EventFeed
 from app.service.events import ServiceEvents
+from app.service.headroom import Headroom
 from app.service.results import StreamOutputs
 from app.service.retention import Housekeeper
 from app.service.store import ServiceStore
@@ -33,8 +32,9 @@ from app.service.streams import (
     admit,
     check_fits,
     check_stream_model,
-    resolve_source,
+    checked_source,
     source_opener,
+    start_recorder,
 )
 from models.zoo import resolve_model
 from pipelines.analytics.stream import StreamAnalytics
@@ -55,30 +55,27 @@ class Service:
     def __init__(self, config: ServiceConfig, metrics: PipelineMetrics,
                  instance: str | None = None, store: ServiceStore | None = None) -> None:
         """``instance``: this process's name among several of one service (a cluster's
-        worker); its event outputs say which they are. ``store``: where its events are
-        indexed (default: in memory)."""
-        self.config = config
-        self.metrics = metrics
+        worker), which its event outputs say. ``store``: its events' index (default: memory)."""
+        self.config, self.metrics, self.instance = config, metrics, instance
         self.store = store if store is not None else ServiceStore(None)
         self.streams: dict[str, StreamState] = {}
         self.feed = EventFeed()  # the API's event feed
-        self._ids = itertools.count(1)
-        self.ready = False
+        self._ids, self.ready = itertools.count(1), False
         self.detectors = Detectors(PipelineOptions.from_settings(config, capacity=2), metrics,
                                    on_failure=self._detector_failed,
                                    on_state=self._detector_state)
         self.events: ServiceEvents | None = None
         self.gpu: GpuSampler | None = None  # NVML's gauges of the service's GPU
         self.housekeeper: Housekeeper | None = None  # retention, and the storage it sees
-        self.instance = instance
+        self.headroom = Headroom(lambda: sum(s.state == "up" for s in self.streams.values()))
 
     async def start(self) -> None:
         """Open the event outputs, start the streams the config declares; a stream that
         fails to start is logged, not fatal (an event output that cannot open is)."""
-        await asyncio.to_thread(check_webhooks, self.config.events.webhooks,
-                                self.config.allowed_networks, self.config.allow_idn_hosts)
-        self.gpu = await asyncio.to_thread(gpu_sampler_for, self.config.device,
-                                           self.metrics.registry)
+        c = self.config
+        await asyncio.to_thread(check_webhooks, c.events.webhooks, c.allowed_networks,
+                                c.allow_idn_hosts)
+        self.gpu = await asyncio.to_thread(gpu_sampler_for, c.device, self.metrics.registry)
         loop = asyncio.get_running_loop()
 
         def on_event(event: dict[str, Any]) -> None:  # from the sink and media threads
@@ -86,11 +83,10 @@ class Service:
 
         self.events = await asyncio.to_thread(ServiceEvents, self.config, self.metrics,
                                               on_event, self.store, self.instance)
-        self.housekeeper = Housekeeper(
-            self.config.results_dir, (self.config.results_retain_hours,
-                                      self.config.results_retain_mb),
-            self.events.store, self.store, self.config.events.retain_hours)
+        self.housekeeper = Housekeeper(c.results_dir, (c.results_retain_hours, c.results_retain_mb),
+                                       self.events.store, self.store, c.events.retain_hours)
         self.housekeeper.start()
+        self.headroom.start()
         for stream in self.config.streams:
             try:
                 await self.add_stream(stream)
@@ -100,17 +96,17 @@ class Service:
 
     def stream(self, stream_id: str) -> StreamState:
         """The stream of ``stream_id``; UnknownStream (404) where there is none."""
-        found = self.streams.get(stream_id)
-        if found is None:
+        if (found := self.streams.get(stream_id)) is None:
             raise UnknownStream(f"no stream {stream_id!r}")
         return found
 
-    async def add_stream(self, cfg: StreamConfig) -> StreamState:
-        kind, target = resolve_source(cfg.url, self.config.media_roots)
-        if kind == "rtsp":
-            await asyncio.to_thread(check_camera_host, target, self.config.allowed_networks,
-                                    self.config.allow_idn_hosts)
+    async def add_stream(self, cfg: StreamConfig, *, check_headroom: bool = False
+                         ) -> StreamState:  # check_headroom: OverCapacity past the headroom
+        kind, target = await checked_source(cfg.url, self.config)
+        record = None if cfg.record_url is None else await checked_source(cfg.record_url,
+                                                                           self.config)
         stream_id = admit(cfg.id, self.streams, self.config.max_streams, self._ids)
+        self.headroom.check(force=not check_headroom)
         model = (self.config.model if cfg.model is None
                  else check_stream_model(cfg.model, self.config.model_roots))
         analytics_config = cfg.analytics()
@@ -125,7 +121,8 @@ class Service:
         self.metrics.restart_counts(stream_id)  # an id used before starts from zero
         self.metrics.set_stream_state(stream_id, stream.state)  # down until it is up
         try:
-            await self._attach(stream, model, model_path, spec, target, ring, analytics_config)
+            await self._attach(stream, model, model_path, spec, target, ring, analytics_config,
+                               record)
         except Exception:
             del self.streams[stream_id]
             stream.outputs.discard()
@@ -138,11 +135,14 @@ class Service:
         return stream
 
     async def _attach(self, stream: StreamState, model: str, model_path: Any, spec: Any,
-                      target: str, ring: PacketRing | None, analytics: Any) -> None:
-        """The stream's source opened and its intake attached to its model's detector."""
+                      target: str, ring: PacketRing | None, analytics: Any,
+                      record: tuple[Any, str] | None) -> None:
+        """The stream's source opened and its intake attached to its model's detector; its
+        ``record`` input, where it has one, feeds its clips (``ring``) in its place."""
         async with self.detectors.lock:
             stream.detector = await self.detectors.get(model, model_path, spec)
-            source = await asyncio.to_thread(self._opener(stream, ring), target, stream.id)
+            source = await asyncio.to_thread(self._opener(stream, None if record else ring),
+                                             target, stream.id)
             try:  # a file's size is known now; a camera's once it is up (_set_state)
                 check_fits(analytics, source, stream.id, stream.masks)
             except ConfigError:
@@ -154,6 +154,8 @@ class Service:
                                                    self.metrics)
             stream.pipeline = stream.detector.attach(source, stream.outputs.sinks,
                                                      stream.policy, stream.analytics)
+            if record is not None and ring is not None:
+                stream.recorder = start_recorder(stream, record, ring, self.config)
 
     async def _detector_failed(self, detector: SharedDetector, error: str) -> None:
         """A detector's budget of restarts is spent: its streams stop, failed, and say why."""
@@ -193,16 +195,15 @@ class Service:
         self._show_state(stream)
 
     def _show_state(self, stream: StreamState) -> None:
-        shown = stream.source_state
-        if stream.detector_restarting and shown == "up":
-            shown = "restarting"
+        up = stream.source_state == "up"
+        shown = "restarting" if stream.detector_restarting and up else stream.source_state
         stream.state = shown
         self.metrics.set_stream_state(stream.id, shown)
         self.feed.emit({"type": "stream", "stream": stream.shown()})
 
     def _detector_state(self, detector: SharedDetector, state: str, error: str | None) -> None:
-        """A detector is being rebuilt (``restarting``) or is back (``up``): its streams show
-        it, with the error that made it restart."""
+        """A detector is being rebuilt (``restarting``, with why) or back (``up``): its streams
+        show it."""
         for stream in self.streams.values():
             if stream.detector is detector:
                 stream.detector_restarting = state == "restarting"
@@ -218,9 +219,9 @@ class Service:
             self._set_state(stream, "up")
         try:
             await stream.pipeline.run()
-            self._set_state(stream, self._end_state(stream))
+            self._set_state(stream, stream.end_state)
         except asyncio.CancelledError:
-            self._set_state(stream, self._end_state(stream))
+            self._set_state(stream, stream.end_state)
             raise
         except BaseException as e:  # a failed stream must not take the service down
             stream.error = redact_text(str(e.exceptions[0] if isinstance(e, BaseExceptionGroup)
@@ -233,9 +234,6 @@ class Service:
             detach.add_done_callback(lambda _: stream.outputs.close())
             await asyncio.shield(detach)
 
-    @staticmethod
-    def _end_state(stream: StreamState) -> str:
-        return "failed" if stream.error and not stream.detector_restarting else "stopped"
 
     def set_analytics(self, stream_id: str, update: AnalyticsUpdate) -> StreamState:
         """A stream's lines, zones and masks from now on (a tracker, for a stream without one);
@@ -249,8 +247,7 @@ class Service:
         return stream
 
     async def remove_stream(self, stream_id: str, *, timeout_s: float = 5.0) -> dict[str, Any]:
-        """Drain and remove the stream; its final frame counts (``received``,
-        ``outcomes``)."""
+        """Drain and remove the stream; its final counts (``received``, ``outcomes``)."""
         stream = self.stream(stream_id)
         del self.streams[stream_id]
         await self._stop(stream, timeout_s)
@@ -260,6 +257,8 @@ class Service:
                 "outcomes": dict(self.metrics.outcomes[stream_id])}
 
     async def _stop(self, stream: StreamState, timeout_s: float) -> None:
+        if stream.recorder is not None:
+            await asyncio.to_thread(stream.recorder.close)
         if stream.pipeline is not None:
             await stream.pipeline.stop(drain=True)  # closes the source: a waiting read ends
         if stream.task is not None:
@@ -284,6 +283,7 @@ class Service:
         await asyncio.gather(*(self._stop(stream, timeout_s) for stream in streams),
                              return_exceptions=True)
         await self.detectors.aclose()
+        await self.headroom.aclose()
         if self.housekeeper is not None:
             await self.housekeeper.aclose()
         if self.events is not None:

@@ -8,6 +8,7 @@ from app.service.schemas import (
     ChannelFigures,
     DetectorFigures,
     GpuFigures,
+    Headroom,
     Quantiles,
     StageFigures,
     Stats,
@@ -42,8 +43,8 @@ def stats(service: Service, window_s: float = 60.0, worker: str | None = None) -
             outcomes=outcomes,
             received=m.received[stream.id], gaps=m.gaps.get(stream.id, (0, 0.0))[0],
             gap_s=round(m.gaps.get(stream.id, (0, 0.0))[1], 3)))
-        for outcome, count in outcomes.items():
-            if outcome != "processed":
+        for outcome, count in outcomes.items():  # skipped frames are results, not drops
+            if outcome != "processed" and not outcome.startswith("skipped"):
                 drops[outcome] = drops.get(outcome, 0) + count
     figures = Stats(window_s=window_s, stages=stages, channels=channels, streams=streams,
                     drops=drops,
@@ -51,6 +52,8 @@ def stats(service: Service, window_s: float = 60.0, worker: str | None = None) -
                     detectors=[DetectorFigures(**d.describe(), worker=worker)
                                for d in service.detectors.loaded.values()])
     figures.storage = _storage(service)
+    room = service.headroom.figures()
+    figures.headroom = None if room is None else Headroom(**asdict(room))
     if service.gpu is not None:  # NVML, read now
         reading = service.gpu.read()
         figures.gpus = [GpuFigures(gpu=service.gpu.gpu_index,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from app.errors import SourceRejected, StreamExists, StreamLimit
+from app.hosts import check_camera_host
 from app.service.config import ServiceConfig, StreamConfig
 from app.service.results import StreamOutputs
 from app.service.schemas import Stream
@@ -28,6 +29,8 @@ from pipelines.analytics.config import (
     check_points_inside,
     mask_shapes,
 )
+from pipelines.decode.stage import DecodeStage
+from pipelines.events.record import RecordInput
 from pipelines.events.ring import PacketRing, RecordingSource
 from pipelines.pipeline import Pipeline
 from pipelines.sources.media import MEDIA_FORMATS, picture_size
@@ -116,6 +119,7 @@ class StreamState:
     state: str = "connecting"  # what the API shows (STATES)
     source_state: str = "connecting"  # what the source last said
     detector_restarting: bool = False
+    recorder: Any = None  # its recorded input, where it has one (RecordInput)
     reconnects: int = 0
     error: str | None = None
     created_at: float = field(default_factory=time.time)
@@ -129,6 +133,11 @@ class StreamState:
     def masks(self) -> list[MaskConfig]:
         return self.config.masks if self.config is not None else []
 
+    @property
+    def end_state(self) -> str:
+        """Its state once its intake ended: failed with an error of its own, else stopped."""
+        return "failed" if self.error and not self.detector_restarting else "stopped"
+
     def view(self, worker: str | None = None) -> Stream:
         """What the API shows: never the credentials, never internals. With analytics, its
         lines and zones (as configured) and their counts."""
@@ -138,11 +147,15 @@ class StreamState:
             analytics = StreamAnalyticsView(track=config.track.kind,
                                             detect_every=config.detect_every,
                                             detect_fps=config.detect_fps,
+                                            motion=config.motion,
+                                            motion_heartbeat_s=config.motion_heartbeat_s,
                                             lines=config.lines, zones=config.zones,
                                             counts=self.analytics.latest)
         status: SourceStatus | None = getattr(self.source, "status", None)  # a camera's
         down = status if status is not None and status.state != "up" else None
+        record = self.config.record_url if self.config is not None else None
         return Stream(id=self.id, url=self.url, kind=self.kind, model=self.model,
+                      record_url=None if record is None else redact(record),
                       policy=self.policy, state=self.state, reconnects=self.reconnects,
                       error=self.error, created_at=self.created_at, analytics=analytics,
                       masks=self.masks,
@@ -156,6 +169,41 @@ class StreamState:
         return self.view().model_dump(mode="json")
 
 
+async def checked_source(url: str, config: ServiceConfig) -> tuple[SourceKind, str]:
+    """``resolve_source``, and a camera's host held to ``allowed_networks`` (after DNS)."""
+    kind, target = resolve_source(url, config.media_roots)
+    if kind == "rtsp":
+        await asyncio.to_thread(check_camera_host, target, config.allowed_networks,
+                                config.allow_idn_hosts)
+    return kind, target
+
+
+def open_input(kind: SourceKind, target: str, sid: str, config: ServiceConfig, *,
+               on_state: Callable[[str], None] | None = None,
+               on_reconnect: Callable[[], None] | None = None) -> Any:
+    """A stream's input: a file under a media root played in a loop as a camera would be,
+    or an RTSP camera (reporting its state and reconnects)."""
+    if kind == "file":
+        return PacedFileSource(target, sid, loop=True, formats=MEDIA_FORMATS)
+    from pipelines.sources.rtsp import RtspSource
+
+    return RtspSource(target, sid, stall_timeout_s=config.stall_timeout_s,
+                      down_after_s=config.camera_down_after_s, on_state=on_state,
+                      on_reconnect=on_reconnect)
+
+
+def start_recorder(stream: StreamState, record: tuple[SourceKind, str], ring: PacketRing,
+                   config: ServiceConfig) -> RecordInput:
+    """The stream's recorded input read into ``ring`` on a thread of its own, its packets
+    placed on the detected input's timeline (its decode stage's: the intake's first)."""
+    assert stream.pipeline is not None, "the intake is attached first"
+    decode = stream.pipeline.stages[0]
+    assert isinstance(decode, DecodeStage)
+    recorder = RecordInput(open_input(*record, stream.id, config), ring, decode.timeline.now)
+    recorder.start()
+    return recorder
+
+
 def source_opener(stream: StreamState, config: ServiceConfig, ring: PacketRing | None, *,
                   on_state: Callable[[str], None],
                   on_reconnect: Callable[[], None]) -> Callable[[Any, str], Any]:
@@ -163,14 +211,8 @@ def source_opener(stream: StreamState, config: ServiceConfig, ring: PacketRing |
     played in a loop as a camera would be, or an RTSP camera reporting its state and
     reconnects; kept in ``stream.source``, its packets copied into ``ring`` for clips."""
     def open_source(location: Any, sid: str) -> Any:
-        if stream.kind == "file":
-            stream.source = PacedFileSource(location, sid, loop=True, formats=MEDIA_FORMATS)
-        else:
-            from pipelines.sources.rtsp import RtspSource
-
-            stream.source = RtspSource(location, sid, stall_timeout_s=config.stall_timeout_s,
-                                       down_after_s=config.camera_down_after_s,
-                                       on_state=on_state, on_reconnect=on_reconnect)
+        stream.source = open_input(stream.kind, location, sid, config, on_state=on_state,
+                                   on_reconnect=on_reconnect)
         if ring is not None:  # its packets kept for clips
             stream.source = RecordingSource(stream.source, ring)
         return stream.source

@@ -14,6 +14,10 @@ from models.checked import JSON_NUMBER, Checked, Count, Number, describe_error
 from pipelines.errors import ConfigError
 
 TrackerKind = Literal["bytetrack", "botsort", "ocsort", "sort"]
+# Motion-gated detection: off (every frame the picker takes goes to the model), or where the
+# motion is read from: the codec's motion vectors, a small grey picture's change, or auto
+# (vectors where the decoder gives them, pixels otherwise): pipelines/decode/motion.py
+MotionMode = Literal["off", "auto", "vectors", "pixels"]
 # The point of a box that counts on lines and in zones: bottom-centre (where a person or car
 # touches the ground) by default.
 Anchor = Literal["bottom_center", "center", "top_center", "left_center", "right_center"]
@@ -76,8 +80,8 @@ class ZoneConfig(Checked):
 
 class MaskConfig(Checked):
     """A motion mask: a polygon whose movement (a clock overlay, trees in the wind) is not to
-    wake the detector. Kept with the stream and drawn in the camera UI; read by motion-gated
-    detection, which is not built yet: until then a mask changes nothing the model sees."""
+    wake the detector (``motion``); drawn in the camera UI. It hides nothing from the model:
+    a frame the detector sees, it sees whole."""
 
     name: str = Field(pattern=NAME_PATTERN)
     polygon: list[tuple[Number, Number]] = Field(min_length=3, max_length=256)
@@ -108,14 +112,19 @@ class AnalyticsConfig(Checked):
     # the model sees one frame in N, or about F a second; the tracker gives the others' boxes
     detect_every: Count = Field(default=1, ge=1, le=30)
     detect_fps: Annotated[float, Field(gt=0, le=240), JSON_NUMBER] | None = None
+    # a frame with no motion outside ``masks`` and no object seen lately skips the model,
+    # except one every ``motion_heartbeat_s`` (objects that appeared without moving)
+    motion: MotionMode = "off"
+    motion_heartbeat_s: Number = Field(default=10.0, gt=0, le=3600)
+    masks: list[MaskConfig] = Field(default_factory=list, max_length=64)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if (self.lines or self.zones) and self.track is None:
             raise ValueError("lines and zones count tracks: they need a tracker (track)")
         if self.thins and self.track is None:
-            raise ValueError("detect_every > 1 or detect_fps leaves frames to the tracker: "
-                             "it needs one (track)")
+            raise ValueError("detect_every > 1, detect_fps or motion leaves frames to the "
+                             "tracker: it needs one (track)")
         if self.detect_every > 1 and self.detect_fps is not None:
             raise ValueError("detect_every or detect_fps: one of them, not both")
         for line in self.lines:
@@ -132,8 +141,8 @@ class AnalyticsConfig(Checked):
 
     @property
     def thins(self) -> bool:
-        """Whether the model skips some frames (``detect_every`` or ``detect_fps``)."""
-        return self.detect_every > 1 or self.detect_fps is not None
+        """Whether the model skips some frames (``detect_every``, ``detect_fps``, ``motion``)."""
+        return self.detect_every > 1 or self.detect_fps is not None or self.motion != "off"
 
     def check_inside(self, size: tuple[int, int], stream: str) -> None:
         """ConfigError naming the first line or zone with a point outside a ``size`` (width,
@@ -143,16 +152,25 @@ class AnalyticsConfig(Checked):
                                  (line.points[2], line.points[3])])
             for line in self.lines]
         shapes += [("zone", zone.name, list(zone.polygon)) for zone in self.zones]
-        check_points_inside(shapes, size, stream)
+        check_points_inside(shapes + mask_shapes(self.masks), size, stream)
 
 
 def from_flags(track: str | None, lines: list[str], zones: list[str],
-               detect_every: int = 1, detect_fps: float | None = None) -> AnalyticsConfig | None:
-    """The CLI's ``--track``, ``--line``, ``--zone``, ``--detect-every``, ``--detect-fps`` ->
-    AnalyticsConfig (None: none given). Lines, zones or a detection interval or rate without
-    ``--track`` track with ByteTrack."""
+               detect_every: int = 1, detect_fps: float | None = None, *,
+               motion: str = "off", heartbeat_s: float = 10.0,
+               masks: list[str] | None = None) -> AnalyticsConfig | None:
+    """The CLI's ``--track``, ``--line``, ``--zone``, ``--detect-every``, ``--detect-fps``,
+    ``--motion``, ``--motion-heartbeat``, ``--mask`` -> AnalyticsConfig (None: none given).
+    Lines, zones, a detection interval or rate, or motion gating without ``--track`` track
+    with ByteTrack."""
+    masks = masks or []
+    if motion not in get_args(MotionMode):
+        raise ConfigError(f"--motion {motion!r}: expected one of "
+                          f"{', '.join(get_args(MotionMode))}")
+    if masks and motion == "off":
+        raise ConfigError("--mask hides movement from motion gating: it needs --motion")
     if (track is None and not lines and not zones and detect_every == 1
-            and detect_fps is None):
+            and detect_fps is None and motion == "off"):
         return None
     if track is not None and track not in get_args(TrackerKind):
         raise ConfigError(f"--track {track!r}: expected one of {', '.join(get_args(TrackerKind))}")
@@ -160,7 +178,9 @@ def from_flags(track: str | None, lines: list[str], zones: list[str],
         return AnalyticsConfig(track=TrackerSettings(kind=track or "bytetrack"),  # type: ignore[arg-type]
                                lines=[parse_line(t) for t in lines],
                                zones=[parse_zone(t) for t in zones], detect_every=detect_every,
-                               detect_fps=detect_fps)
+                               detect_fps=detect_fps, motion=motion,  # type: ignore[arg-type]
+                               motion_heartbeat_s=heartbeat_s,
+                               masks=[parse_mask(t) for t in masks])
     except ValueError as e:
         raise ConfigError(_first(e)) from None
 
@@ -184,15 +204,28 @@ def parse_line(text: str) -> LineConfig:
 
 def parse_zone(text: str) -> ZoneConfig:
     """``NAME=x1,y1,x2,y2,x3,y3[,...]`` (the ``--zone`` flag) -> ZoneConfig."""
-    name, values = _named_numbers(text, "--zone", "NAME=x1,y1,x2,y2,x3,y3[,...]")
-    if len(values) < 6 or len(values) % 2:
-        raise ConfigError(f"--zone {text!r}: needs an even count of at least 6 numbers "
-                          f"(3 or more x,y points), got {len(values)}")
-    points = [(values[i], values[i + 1]) for i in range(0, len(values), 2)]
+    name, points = _polygon(text, "--zone")
     try:
         return ZoneConfig(name=name, polygon=points)
     except ValueError as e:
         raise ConfigError(f"--zone {text!r}: {_first(e)}") from None
+
+
+def parse_mask(text: str) -> MaskConfig:
+    """``NAME=x1,y1,x2,y2,x3,y3[,...]`` (the ``--mask`` flag) -> MaskConfig."""
+    name, points = _polygon(text, "--mask")
+    try:
+        return MaskConfig(name=name, polygon=points)
+    except ValueError as e:
+        raise ConfigError(f"--mask {text!r}: {_first(e)}") from None
+
+
+def _polygon(text: str, flag: str) -> tuple[str, list[tuple[float, float]]]:
+    name, values = _named_numbers(text, flag, "NAME=x1,y1,x2,y2,x3,y3[,...]")
+    if len(values) < 6 or len(values) % 2:
+        raise ConfigError(f"{flag} {text!r}: needs an even count of at least 6 numbers "
+                          f"(3 or more x,y points), got {len(values)}")
+    return name, [(values[i], values[i + 1]) for i in range(0, len(values), 2)]
 
 
 def _named_numbers(text: str, flag: str, form: str) -> tuple[str, list[float]]:

@@ -3,6 +3,8 @@ then its lines and zones — in frame order.
 
 A detected frame's riders (the frames ``--detect-every`` kept from the model) come out first,
 each with the tracker's boxes (``predicted``), then the frame itself with its tracked boxes.
+A frame motion gating skipped (``skipped``), and its riders, come out with no boxes and leave
+the tracker alone: it is skipped only when no object was seen lately (``watch_until``).
 Every result gets the stream's counts after it (``analytics``) and the events it completed
 (``events``: ``line_cross``, ``zone_enter``, ``zone_exit``, ``loiter``, ``crowd_begin``,
 ``crowd_end``), which the metrics, the events sink and the summary read.
@@ -19,7 +21,7 @@ from pipelines.analytics.lines import LineCounter
 from pipelines.analytics.tracking import StreamTracker
 from pipelines.analytics.zones import ZoneMonitor
 from pipelines.errors import ConfigError
-from pipelines.frame import Frame, Result
+from pipelines.frame import Detections, Frame, Result
 from pipelines.metrics import PipelineMetrics
 
 
@@ -51,6 +53,10 @@ class StreamAnalytics:
         self.metrics = metrics
         self.frames = 0
         self.predicted = 0
+        # until when (the stream's pts) an object seen on a detected frame may still be there:
+        # the tracker's lost-track time after it; motion gating detects every frame till then
+        self.watch_until = float("-inf")
+        self._watch_s = config.track.lost_frames / 30.0  # lost_frames count 30 fps frames
         # the counts after the last result, replaced whole: what the API reads while results
         # are processed on the analytics thread
         self.latest: dict[str, Any] = self.counts()
@@ -75,6 +81,12 @@ class StreamAnalytics:
 
     def process(self, result: Result) -> list[Result]:
         """The result's riders, predicted, then the result, tracked; in frame order."""
+        if result.frame.skipped:
+            frame = dataclasses.replace(result.frame, riders=[])
+            filled = [Result(r, Detections.empty(), r.timings, predicted=True)
+                      for r in result.frame.riders]
+            filled.append(Result(frame, Detections.empty(), frame.timings))
+            return [self._count(r) for r in filled]
         before = self.tracker.last
         tracked = self.tracker.update(result.detections, result.frame.pts)
         riders = result.frame.riders
@@ -85,6 +97,8 @@ class StreamAnalytics:
             self.predicted += 1
         frame = dataclasses.replace(result.frame, riders=[])
         out.append(self._count(dataclasses.replace(result, frame=frame, detections=tracked)))
+        if len(tracked) and frame.pts is not None:
+            self.watch_until = frame.pts + self._watch_s
         return out
 
     def _count(self, result: Result) -> Result:

@@ -39,6 +39,7 @@ import numpy as np
 from av.video.reformatter import VideoReformatter
 
 from models.spec import InputSpec, Interpolation
+from pipelines.decode.motion import MotionInput
 from pipelines.errors import DecodeError
 from pipelines.frame import DecodedPicture
 from pipelines.geometry import Letterbox, ResizeMode
@@ -134,6 +135,14 @@ class PyAVDecoder:
         self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
         self._rgb = RGBConverter(scale)
         self.lazy = lazy
+        self._motion: str | None = None  # what each picture carries for motion gating
+
+    def export_motion(self, vectors: bool) -> None:
+        """Give each picture its brightness, and with ``vectors`` the codec's motion vectors
+        (FFmpeg's ``export_mvs``; set before the first packet is decoded)."""
+        if vectors:
+            self._codec.options = {**self._codec.options, "flags2": "+export_mvs"}
+        self._motion = "vectors" if vectors else "pixels"
 
     def decode(self, packet: av.Packet | None) -> list[DecodedPicture]:
         """The pictures this packet completes (often none or one; several at a flush).
@@ -150,11 +159,24 @@ class PyAVDecoder:
 
     def _picture(self, frame: av.VideoFrame) -> DecodedPicture:
         pts = float(frame.pts * self._time_base) if frame.pts is not None else None
+        motion = None if self._motion is None else self._motion_of(frame)
         if self.lazy:
             source = None if self._rgb.scale is None else (frame.width, frame.height)
-            return DecodedPicture(None, pts, source, load=partial(self._load, frame))
+            return DecodedPicture(None, pts, source, load=partial(self._load, frame),
+                                  motion=motion)
         image, source = self._rgb.convert(frame)
-        return DecodedPicture(image, pts, source)
+        return DecodedPicture(image, pts, source, motion=motion)
+
+    def _motion_of(self, frame: av.VideoFrame) -> MotionInput:
+        """The frame's brightness (a view of its Y plane) and its motion vectors, if any."""
+        plane = frame.planes[0]
+        rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
+        luma = rows[:frame.height, :frame.width]
+        vectors = None
+        if self._motion == "vectors":
+            data = frame.side_data.get("MOTION_VECTORS")
+            vectors = None if data is None else data.to_ndarray()
+        return MotionInput(luma, vectors, key=frame.key_frame or int(frame.pict_type) == 1)
 
     def _load(self, frame: av.VideoFrame) -> np.ndarray:
         return self._rgb.convert(frame)[0]

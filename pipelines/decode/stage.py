@@ -1,14 +1,11 @@
 """DecodeStage: one per stream; pulls packets from a source, decodes them, emits Frames.
-
 Every frame the stream delivers is counted as received here, and every one that fails to
-decode is counted as ``decode_error`` here, so the rest of the pipeline only has to account for
-the frames it was given.
+decode as ``decode_error``: the rest of the pipeline accounts for the frames it was given.
 
-A live stream whose decoding falls more than ``max_lag_s`` behind its camera (the frame about
-to be decoded arrived that long ago: more cameras than the cores can decode) skips to the next
-key frame, and the frames it skipped count as ``dropped_stale``: decoding them would only
-make every later frame as late, and the frame after a key frame decodes whole. Without it the
-latency of such a stream grows without bound while a real camera keeps sending.
+A live stream whose decoding falls more than ``max_lag_s`` behind its camera (more cameras
+than the cores can decode) skips to the next key frame, the frames it skipped counted as
+``dropped_stale``: decoding them would only make every later frame as late, and the latency
+of such a stream would grow without bound while a real camera keeps sending.
 """
 
 from __future__ import annotations
@@ -22,7 +19,9 @@ from typing import Any, Protocol
 import av
 
 from pipelines.channel import Output
+from pipelines.decode.motion import MotionGate, MotionMeter, MotionSettings
 from pipelines.decode.picker import DetectionPicker
+from pipelines.decode.selection import FrameSelection
 from pipelines.decode.timeline import StreamTimeline
 from pipelines.errors import ChannelClosed, DecodeError
 from pipelines.frame import DecodedPicture, Frame
@@ -61,7 +60,8 @@ class PacketSource(Protocol):
 class PictureDecoder(Protocol):
     """``decode(None)`` flushes (a file's end, or the end of a looped file's pass); a decoder
     with ``resumes_after_flush`` takes packets after, any other is made anew (NVDEC's:
-    unverified, as all GPU code)."""
+    unverified, as all GPU code). One with ``export_motion`` gives motion gating the codec's
+    vectors and its luma (``decode.motion``)."""
 
     def decode(self, packet: av.Packet) -> list[DecodedPicture]: ...
 
@@ -74,6 +74,7 @@ class DecodeStep:
 
     captured_at: float
     pictures: list[DecodedPicture] = field(default_factory=list)
+    motion: list[float | None] = field(default_factory=list)  # each picture's, when gated
     errors: int = 0
     skipped: int = 0  # packets not decoded: the stream was behind, waiting for a key frame
     ended: bool = False
@@ -91,22 +92,21 @@ class DecodeStage(Stage[int, Frame]):
                  output: Output[Frame], metrics: PipelineMetrics, *,
                  frame_limit: int | None = None, pictures_per_call: int | None = None,
                  max_lag_s: float | None = None, detect_every: int = 1,
-                 detect_fps: float | None = None, rider_images: bool = False) -> None:
+                 detect_fps: float | None = None, rider_images: bool = False,
+                 motion: MotionSettings | None = None) -> None:
         if pictures_per_call is None:
             pictures_per_call = 1 if source.live else FILE_READ_AHEAD
         if pictures_per_call < 1:
             raise ValueError(f"pictures per call must be >= 1, got {pictures_per_call}")
         super().__init__("decode", metrics, input=None, output=output,
                          worker_name=f"decode-{source.stream_id}", call_ahead=not source.live)
-        self.pictures_per_call = pictures_per_call
-        self.source = source
+        self.pictures_per_call, self.source, self.frame_limit = (pictures_per_call, source,
+                                                                 frame_limit)
         self._make_decoder = make_decoder
         self.decoder: PictureDecoder | None = None
         self._epoch = -1
         self.stream_id = source.stream_id
-        self.decoded = 0  # pictures handed on (received)
-        self.decode_errors = 0
-        self.frame_limit = frame_limit
+        self.decoded = self.decode_errors = 0  # pictures handed on (received); failed
         self._packets: Iterator[av.Packet] | None = None
         self._index = 0  # the next frame's index: pictures and errors both count
         self._kept = 0  # pictures kept to be handed on: ``decoded`` once they all are
@@ -116,18 +116,22 @@ class DecodeStage(Stage[int, Frame]):
         self.max_lag_s = max_lag_s if source.live else None
         self._skipping = False
         self.skipped = 0  # packets skipped to catch up with the camera
-        # --detect-every N, --detect-fps F: the frames for the model each carry those before
-        # them as riders (pixels released unless a sink draws on them: rider_images)
-        self.picker = DetectionPicker(detect_every, detect_fps)
-        self.rider_images = rider_images
-        self._held: list[Frame] = []
         self.timeline = StreamTimeline(float(getattr(source, "fps", 0) or 30.0))
+        # motion gating: measured on the decoder thread, decided as frames are handed on
+        self.meter = None if motion is None else MotionMeter(motion.mode, motion.masks,
+                                                             source.stream_id)
+        # --detect-every N, --detect-fps F, --motion: the frames for the model each carry
+        # those before them as riders (pixels released unless a sink draws on them)
+        self.selection = FrameSelection(
+            DetectionPicker(detect_every, detect_fps),
+            None if motion is None else MotionGate(motion.heartbeat_s, motion.watch),
+            rider_images)
 
     async def next_items(self) -> list[int]:
         """How many pictures the next call asks for; ChannelClosed once the stream ended, the
         frame limit is reached or a stop was asked for."""
         if self._ended or self._stopping or self._limit_reached():
-            if self._held:
+            if self.selection.holding:
                 return [0]  # one last call: the frames held back for the next detected one
             raise ChannelClosed(f"{self.stream_id}: no more pictures")
         wanted = self.pictures_per_call
@@ -148,14 +152,12 @@ class DecodeStage(Stage[int, Frame]):
         """The call's pictures as Frames, each counted as received as it is handed on.
         Errors are counted at once; pictures past the limit, or decoded after a stop, are not
         received. The books are updated before the first frame goes, so the next call is
-        asked for knowing them. A frame not for the model (``self.picker``) is held
+        asked for knowing them. A frame not for the model (``self.selection``) is held
         back and goes as a rider of the next one that is; the last call of a stream that
         ended or stopped hands on what is held, its last frame carrying the others."""
         if items[0] == 0:
-            if self._held:
-                last = self._held.pop()
-                last.riders = [self._rider(f) for f in self._held]
-                self._held = []
+            last = self.selection.release()
+            if last is not None:
                 yield last
             return
         if self._ended or self._stopping:
@@ -175,14 +177,10 @@ class DecodeStage(Stage[int, Frame]):
             frame = self._frame(first + i, picture, result)
             self.decoded += 1
             self.metrics.frame_received(self.stream_id)
-            if self.picker.thins:
-                assert frame.pts is not None, "a frame on the stream's timeline has a pts"
-                if not self.picker.take(frame.pts, self.timeline.step):
-                    self._held.append(frame)
-                    continue
-                frame.riders = [self._rider(f) for f in self._held]
-                self._held = []
-            yield frame
+            chosen = self.selection.select(frame, result.motion[i] if result.motion else None,
+                                           self.timeline.step)
+            if chosen is not None:
+                yield chosen
 
     def _frame(self, index: int, picture: DecodedPicture, result: DecodeStep) -> Frame:
         """A picture as the stream's frame ``index``: captured when its camera sent it (when
@@ -195,9 +193,6 @@ class DecodeStage(Stage[int, Frame]):
         return Frame(self.stream_id, index, pts, captured, picture.image, ready=picture.ready,
                      timings={"decode": result.decode_s / len(result.pictures)},
                      source_size=picture.source_size, load=picture.load, gap_s=gap)
-
-    def _rider(self, frame: Frame) -> Frame:
-        return frame if self.rider_images else frame.without_image()
 
     def request_stop(self) -> None:
         """Stop reading now: the source's close() is thread-safe, and ends a wait for a live
@@ -223,7 +218,10 @@ class DecodeStage(Stage[int, Frame]):
             step.epoch = self._epoch
             start = time.perf_counter()
             try:
-                step.pictures.extend(decoder.decode(packet))
+                pictures = decoder.decode(packet)
+                step.pictures.extend(pictures)
+                if self.meter is not None:
+                    step.motion.extend(self.meter.measure(p) for p in pictures)
             except DecodeError as e:
                 log.debug("%s: %s", self.stream_id, e)
                 step.errors += 1
@@ -258,11 +256,8 @@ class DecodeStage(Stage[int, Frame]):
         return True
 
     def _count_skipped(self, count: int) -> None:
-        if count:
-            for _ in range(count):
-                self.metrics.frame_received(self.stream_id)
-            self.skipped += count
-            self.metrics.frame_outcome(self.stream_id, "dropped_stale", count)
+        self.skipped += count
+        self._count_lost(count, "dropped_stale")
 
     def _current_decoder(self) -> PictureDecoder:
         """The decoder for the source's current connection (made anew after a reconnect)."""
@@ -271,14 +266,20 @@ class DecodeStage(Stage[int, Frame]):
                 self.decoder.close()
             self.decoder = self._make_decoder(self.source)
             self._epoch = self.source.epoch
+            if self.meter is not None:
+                self.meter.prepare(self.decoder)
         return self.decoder
 
     def _count_errors(self, count: int) -> None:
-        for _ in range(count):
-            self.metrics.frame_received(self.stream_id)
+        self.decode_errors += count
+        self._count_lost(count, "decode_error")
+
+    def _count_lost(self, count: int, cause: str) -> None:
+        """``count`` frames received and lost to ``cause``."""
         if count:
-            self.decode_errors += count
-            self.metrics.frame_outcome(self.stream_id, "decode_error", count)
+            for _ in range(count):
+                self.metrics.frame_received(self.stream_id)
+            self.metrics.frame_outcome(self.stream_id, cause, count)
 
     def _count_missing(self) -> None:
         """A truncated file declares more frames than it delivers: count the rest as errors."""

@@ -49,3 +49,11 @@ class StreamTimeline:
         self.last = now
         self._captured = captured_at
         return now, gap
+
+    def now(self, monotonic: float) -> float | None:
+        """Where the timeline is at the ``monotonic`` moment (its last frame's pts plus the
+        time since that frame's capture); None before its first frame. A camera's recorded
+        input is placed on it (``pipelines.events.record``)."""
+        if self.last is None:
+            return None
+        return self.last + max(0.0, monotonic - self._captured)

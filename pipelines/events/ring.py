@@ -82,6 +82,7 @@ class PacketRing:
         self._latest: float | None = None  # the latest time on the ring's clock
         self._read_at = 0.0  # monotonic time the latest packet was read
         self._resumed = False  # a new connection: its first packet follows on by the time away
+        self._anchor: float | None = None  # where the next packet shows (align)
 
     def new_segment(self, stream: av.video.stream.VideoStream) -> None:
         """Packets from now on belong to ``stream`` (a first or a new connection)."""
@@ -93,6 +94,12 @@ class PacketRing:
             self._template, self._holder = template, holder
             self._resumed = self._latest is not None
 
+    def align(self, at: float) -> None:
+        """The next packet appended shows at ``at`` (seconds on the ring's clock): a recorded
+        input placed on its detected input's timeline (``pipelines.events.record``)."""
+        with self._lock:
+            self._anchor = at
+
     def append(self, packet: av.Packet) -> None:
         if packet.size == 0 or packet.pts is None or packet.time_base is None:
             return  # a flush or a packet without a time: nothing a clip could place
@@ -103,7 +110,9 @@ class PacketRing:
             if self._template is None:
                 return
             step = float(packet.duration * tb) if packet.duration else 1 / 30
-            if self._resumed and self._latest is not None:  # back after time away
+            if self._anchor is not None:  # placed by whoever feeds it
+                self._offset_s, self._anchor, self._resumed = self._anchor - raw, None, False
+            elif self._resumed and self._latest is not None:  # back after time away
                 self._offset_s = self._latest + max(now - self._read_at, step) - raw
                 self._resumed = False
             elif self._latest is not None and raw + self._offset_s < self._latest - LOOPED_S:

@@ -26,10 +26,15 @@ of each call on its worker thread just before running the model: a live stream's
 frame is then its newest, replaced while it waits, rather than one prepared a while ago, and
 no frame is prepared that is not inferred. Preparing costs a few milliseconds per frame
 against tens for inference; it is recorded as the ``preprocess`` stage.
+
+A frame the model is not to see (``Frame.skipped``: motion gating) costs no batch slot and is
+never stale: it rides with the call's next frame of its stream that the model sees, or, with
+none, leaves after the call's batch as it came.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -55,6 +60,7 @@ class Inferred:
     done: list[Batch]
     failed: list[tuple[Batch, str]] = field(default_factory=list)
     prepared_s: float = 0.0
+    passed: list[Frame] = field(default_factory=list)  # skipped frames, handed on as they are
 
 
 class _Preprocessors:
@@ -82,9 +88,10 @@ class _Preprocessors:
             preprocessor.close()
 
 
-class InferStage(Stage[Batch | Frame, Batch]):
+class InferStage(Stage[Batch | Frame, Batch | Frame]):
     def __init__(self, runtime: Runtime, input: Input[Any],
-                 output: Output[Batch], metrics: PipelineMetrics, *, batch_size: int = 4,
+                 output: Output[Batch | Frame], metrics: PipelineMetrics, *,
+                 batch_size: int = 4,
                  batch_timeout_ms: float = 10.0, max_age_s: float | None = None,
                  calls_at_once: int = 1, queued: int = 0,
                  on_batch: Callable[[int], None] | None = None,
@@ -120,18 +127,21 @@ class InferStage(Stage[Batch | Frame, Batch]):
             now = time.monotonic()
             fresh = []
             for item in items:
-                if now - _captured_at(item) > self.max_age_s:
+                if not _skipped(item) and now - _captured_at(item) > self.max_age_s:
                     self.prepared.drop(item, "dropped_stale")
                 else:
                     fresh.append(item)
-        if fresh:
-            size = sum(1 if isinstance(b, Frame) else len(b) for b in fresh)
+        size = sum(1 if isinstance(b, Frame) else len(b) for b in fresh if not _skipped(b))
+        if size:
             self.metrics.observe_batch(size)
             if self.on_batch is not None:
                 self.on_batch(size)
         return fresh
 
     def process(self, items: list[Batch | Frame]) -> Inferred:
+        items, passed = _fold_skipped(items)
+        if not items:
+            return Inferred([], passed=passed)
         start = time.perf_counter()
         batches = self._batches(items)
         prepared_s = time.perf_counter() - start
@@ -139,12 +149,12 @@ class InferStage(Stage[Batch | Frame, Batch]):
             for batch in batches:
                 self.input_tap(batch)
         try:
-            return Inferred([self.runtime.infer(batches)], prepared_s=prepared_s)
+            return Inferred([self.runtime.infer(batches)], prepared_s=prepared_s, passed=passed)
         except Exception as e:
             if len(batches) == 1:
                 raise
             error = e
-        result = Inferred([], prepared_s=prepared_s)
+        result = Inferred([], prepared_s=prepared_s, passed=passed)
         for batch in batches:  # which stream's frame did the model fail on?
             try:
                 result.done.append(self.runtime.infer([batch]))
@@ -172,22 +182,23 @@ class InferStage(Stage[Batch | Frame, Batch]):
         return None if self.runtime.timed_on_device else seconds - result.prepared_s
 
     def outputs(self, items: list[Batch | Frame], result: Inferred,
-                seconds: float) -> list[Batch]:
+                seconds: float) -> list[Batch | Frame]:
         for batch, error in result.failed:
             frame = batch.frames[0]
             log.warning("the model failed on frame %d of stream %s (dropped as model_error): "
                         "%s", frame.index, frame.stream_id, error)
             self.prepared.drop(batch, "model_error")
-        if self._preprocessors is not None:
+        inferred = sum(len(batch) for batch in result.done)
+        if self._preprocessors is not None and inferred:
             self.metrics.observe_stage(PREPARE, result.prepared_s)
             for batch in result.done:
                 for frame in batch.frames:
-                    frame.timings[PREPARE] = result.prepared_s / len(items)
+                    frame.timings[PREPARE] = result.prepared_s / inferred
         if not self.runtime.timed_on_device:
             for batch in result.done:
                 for frame in batch.frames:
                     frame.timings["infer"] = seconds - result.prepared_s
-        return result.done
+        return [*result.done, *result.passed]
 
     def close(self) -> None:
         super().close()  # the worker threads end first: no preprocessor is in use after
@@ -196,6 +207,32 @@ class InferStage(Stage[Batch | Frame, Batch]):
             self._preprocessors.close()
             self._preprocessors = None
             self.metrics.unregister_stage(PREPARE, self.worker.threads)
+
+
+def _skipped(item: Batch | Frame) -> bool:
+    return isinstance(item, Frame) and item.skipped is not None
+
+
+def _fold_skipped(items: list[Batch | Frame]) -> tuple[list[Batch | Frame], list[Frame]]:
+    """A call's items for the model, each carrying the skipped frames of its stream taken
+    before it (as riders, in order), and the skipped frames no later item of their stream
+    carries, to hand on after the call's batch: either way, in each stream's order."""
+    inferred: list[Batch | Frame] = []
+    passed: list[Frame] = []
+    later: dict[str, Frame] = {}  # each stream's next frame for the model in the call
+    for item in reversed(items):
+        if isinstance(item, Frame) and item.skipped:
+            lead = later.get(item.stream_id)
+            if lead is None:
+                passed.append(item)
+            else:
+                lead.riders = [*item.riders, dataclasses.replace(item, riders=[]),
+                               *lead.riders]
+            continue
+        inferred.append(item)
+        lead = item if isinstance(item, Frame) else item.frames[0]
+        later[lead.stream_id] = lead
+    return inferred[::-1], passed[::-1]
 
 
 def _captured_at(item: Batch | Frame) -> float:

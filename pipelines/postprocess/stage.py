@@ -58,8 +58,9 @@ class HostPostprocessor:
         """Nothing to release."""
 
 
-class PostprocessStage(Stage[Batch, Result]):
-    """Decodes boxes for a whole batch on its worker, then hands out per-frame Results.
+class PostprocessStage(Stage[Batch | Frame, Result]):
+    """Decodes boxes for a whole batch on its worker, then hands out per-frame Results; a
+    frame the model did not see (``skipped``) becomes a Result with no boxes.
 
     Frames keep their pixels only when ``keep_images`` (a sink draws on them); otherwise the
     image is released here so that results waiting for a slow sink hold no frame memory.
@@ -68,7 +69,7 @@ class PostprocessStage(Stage[Batch, Result]):
     bottleneck at 16 streams, behind several inference calls at once.
     """
 
-    def __init__(self, postprocessor: Postprocessor, input: Channel[Batch],
+    def __init__(self, postprocessor: Postprocessor, input: Channel[Batch | Frame],
                  output: Channel[Result], metrics: PipelineMetrics, *,
                  keep_images: bool = False, calls_at_once: int = 1) -> None:
         calls = calls_at_once if postprocessor.concurrent else 1
@@ -77,11 +78,15 @@ class PostprocessStage(Stage[Batch, Result]):
         self.postprocessor = postprocessor
         self.keep_images = keep_images
 
-    def process(self, items: list[Batch]) -> Decoded:
+    def process(self, items: list[Batch | Frame]) -> Decoded:
         (batch,) = items
+        if isinstance(batch, Frame):
+            frame = batch if self.keep_images else batch.without_image()
+            return Decoded([Detections.empty()], [frame])
         return self.postprocessor.decode(batch, self.keep_images)
 
-    def outputs(self, items: list[Batch], result: Decoded, seconds: float) -> list[Result]:
+    def outputs(self, items: list[Batch | Frame], result: Decoded,
+                seconds: float) -> list[Result]:
         if result.infer_s is not None:
             self.metrics.observe_stage("infer", result.infer_s)
         found = []

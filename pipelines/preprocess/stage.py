@@ -25,25 +25,33 @@ class Preprocessor(Protocol):
     def close(self) -> None: ...
 
 
-class PreprocessStage(Stage[Frame, Batch]):
+class PreprocessStage(Stage[Frame, Batch | Frame]):
     """Whatever frames are waiting (up to TAKE_AT_ONCE) in one call to the worker: each
-    hand-over costs the event loop a future, a wake-up and a callback."""
+    hand-over costs the event loop a future, a wake-up and a callback. A frame the model is
+    not to see (``skipped``) passes as it is."""
 
     def __init__(self, stream_id: str, preprocessor: Preprocessor, input: Channel[Frame],
-                 output: Output[Batch], metrics: PipelineMetrics) -> None:
+                 output: Output[Batch | Frame], metrics: PipelineMetrics) -> None:
         super().__init__("preprocess", metrics, input=input, output=output,
                          worker_name=f"preprocess-{stream_id}", take_at_once=TAKE_AT_ONCE)
         self.preprocessor = preprocessor
 
-    def process(self, items: list[Frame]) -> list[Batch]:
+    def process(self, items: list[Frame]) -> list[Batch | Frame]:
         """A Batch of one per frame (the inference stage batches across streams)."""
+        out: list[Batch | Frame] = []
         for frame in items:
+            if frame.skipped:
+                out.append(frame)
+                continue
             frame.materialize()  # a live stream's picture is converted here, if it was left
-        return [self.preprocessor.prepare(frame) for frame in items]
+            out.append(self.preprocessor.prepare(frame))
+        return out
 
-    def outputs(self, items: list[Frame], result: list[Batch], seconds: float) -> list[Batch]:
-        for frame in items:
-            frame.timings["preprocess"] = seconds / len(items)
+    def outputs(self, items: list[Frame], result: list[Batch | Frame],
+                seconds: float) -> list[Batch | Frame]:
+        prepared = [f for f in items if not f.skipped]
+        for frame in prepared:
+            frame.timings["preprocess"] = seconds / len(prepared)
         return result
 
     def close(self) -> None:

@@ -42,7 +42,13 @@ from pipelines.shared.routing import RoutingSink
 from pipelines.sinks.stage import Sink
 from pipelines.sources.url import redact_text
 from pipelines.stage import Stage
-from pipelines.wiring import account_drop, counted_channel, decode_stage, detector_stages
+from pipelines.wiring import (
+    account_drop,
+    carry_skipped,
+    counted_channel,
+    decode_stage,
+    detector_stages,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +79,7 @@ class SharedDetector:
         self.inputs: FairChannel[Frame | Batch] = FairChannel(
             f"{name}/decoded", options.capacity, _stream_of,
             on_drop=lambda item, cause: account_drop(metrics, item, cause),
-            frames=_frames_of)
+            frames=_frames_of, carry=carry_skipped)
         self.router = RoutingSink(self.inputs, metrics)
         self.analytics: dict[str, StreamAnalytics] = {}  # the tracked streams
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
@@ -210,8 +216,7 @@ class SharedDetector:
         inlet = self.inputs.attach(stream, policy, capacity=LIVE_QUEUED if live else None)
         stages: list[Stage[Any, Any]] = [
             decode_stage(source, self.backends, inlet, self.metrics, self.options,
-                         analytics=analytics.config if analytics else None,
-                         rider_images=self.router.wants_images)]
+                         analytics=analytics, rider_images=self.router.wants_images)]
         self.router.routes[stream] = list(sinks)
         if analytics is not None:
             self.analytics[stream] = analytics

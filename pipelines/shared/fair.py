@@ -33,13 +33,15 @@ class FairChannel(Generic[T]):
 
     def __init__(self, name: str, capacity: int, key: Callable[[T], str], *,
                  on_drop: Callable[[T, str], None] | None = None,
-                 frames: Callable[[T], int] | None = None) -> None:
+                 frames: Callable[[T], int] | None = None,
+                 carry: Callable[[T, T], T | None] | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"channel {name!r}: capacity must be >= 1, got {capacity}")
         self.name = name
         self.capacity = capacity
         self._key = key
         self._on_drop = on_drop
+        self._carry = carry  # as Channel's: what an eviction hands on with the newer item
         # frames an item stands for (a frame with riders: more than one); ``taken`` and
         # ``settled`` count frames, so that each result settles one
         self._frames = frames or (lambda item: 1)
@@ -115,8 +117,11 @@ class FairChannel(Generic[T]):
             while len(queue) >= capacity and stream in self._open:
                 await self._wait()
         if len(queue) >= capacity:
-            evicted, _ = queue.popleft()
-            self._drop(evicted, "dropped_full")
+            evicted = queue.popleft()[0]
+            after = queue[0][0] if queue else item  # the next in order: it may carry it
+            left = evicted if self._carry is None else self._carry(evicted, after)
+            if left is not None:
+                self._drop(left, "dropped_full")
         queue.append((item, time.monotonic()))
         self._notify()
 

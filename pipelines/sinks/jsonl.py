@@ -22,8 +22,9 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
     null, never back), time (when it was captured, UTC ISO 8601; decoded, for a file),
     detections. The first frame after a camera was away has ``gap_s``. Where the stream is
     tracked, each detection has ``track_id`` (null: no confirmed track), a frame the model
-    did not see has ``"predicted": true``, and with lines or zones ``analytics`` holds the
-    stream's counts after the frame."""
+    did not see has ``"predicted": true`` (``"skipped": "idle"`` where motion gating kept it
+    from the model: nothing moved, nothing was seen lately), and with lines or zones
+    ``analytics`` holds the stream's counts after the frame."""
     d = result.detections
     frame = result.frame
     tracked = result.analytics is not None
@@ -44,6 +45,8 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
         record["gap_s"] = round(frame.gap_s, 3)
     if result.predicted:
         record["predicted"] = True
+    if frame.skipped:
+        record["skipped"] = frame.skipped
     if result.analytics is not None and (result.analytics["lines"] or
                                          result.analytics["zones"]):
         record["analytics"] = result.analytics

@@ -1,7 +1,9 @@
 """SinkStage: hands each Result to every sink, then counts the frame as processed.
 
-A frame is ``processed`` once every sink has it; its end-to-end latency runs from capture to
-that moment. The sinks belong to whoever built the pipeline: only they know whether the run
+A frame is ``processed`` once every sink has it (``skipped_idle`` for one the model did not
+see because nothing moved); its end-to-end latency runs from capture to that moment (for the
+frames the model saw, or that the tracker filled in: the latency of detection). The sinks
+belong to whoever built the pipeline: only they know whether the run
 succeeded, and so whether to commit or discard what the sinks wrote.
 """
 
@@ -74,8 +76,11 @@ class SinkStage(Stage[Result, None]):
 
     def _account(self, result: Result) -> None:
         stream = result.frame.stream_id
-        self.metrics.observe_latency(stream, time.monotonic() - result.frame.captured_at)
-        self.metrics.frame_outcome(stream, "processed")
+        if result.frame.skipped:
+            self.metrics.frame_outcome(stream, f"skipped_{result.frame.skipped}")
+        else:
+            self.metrics.observe_latency(stream, time.monotonic() - result.frame.captured_at)
+            self.metrics.frame_outcome(stream, "processed")
         self.emitted[stream] += 1
         for class_id, count in Counter(result.detections.class_id.tolist()).items():
             self.metrics.count_detections(stream, self.spec.label(class_id), count)

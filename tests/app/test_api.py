@@ -15,14 +15,6 @@ from tests.support.api import LOCAL
 SECRET = "hunter2-secret"
 
 
-@pytest.fixture
-def media_root(small_clip, tmp_path):
-    root = tmp_path / "media"
-    root.mkdir()
-    (root / "cam.mp4").write_bytes(small_clip.read_bytes())
-    return root
-
-
 def client_for(media_root, **overrides):
     overrides.setdefault("results_dir", media_root.parent / "results")
     config = ServiceConfig(media_roots=[media_root], **overrides)

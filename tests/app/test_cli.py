@@ -242,7 +242,12 @@ def test_tracking_flags_say_what_is_wrong(small_clip, tmp_path):
                          (["--line", "door=1,2,3"], "needs 4 numbers"),
                          (["--track", "deepsort"], "expected one of"),
                          (["--zone", "z=0,0,1,1"], "at least 6"),
-                         (["--line", "a=0,0,1,1", "--zone", "a=0,0,5,0,5,5"], "unique")):
+                         (["--line", "a=0,0,1,1", "--zone", "a=0,0,5,0,5,5"], "unique"),
+                         (["--motion", "sometimes"], "expected one of"),
+                         (["--mask", "clock=0,0,5,0,5,5"], "it needs --motion"),
+                         (["--motion", "pixels", "--mask", "clock=0,0,5"], "at least 6"),
+                         (["--motion", "pixels", "--mask", "clock=0,0,9000,0,5,5"],
+                          "outside its")):
         code, output = vidpipe("run", small_clip, "--out", tmp_path / "o", *flags)
         assert code == 2 and words in output, (flags, output)
 

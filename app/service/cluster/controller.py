@@ -151,7 +151,8 @@ class Cluster:
         return Stream.model_validate({k: v for k, v in shown.items() if k not in figures}
                                      | {"worker": worker.id})
 
-    async def add(self, cfg: StreamConfig) -> Stream:
+    async def add(self, cfg: StreamConfig, *, force: bool = False) -> Stream:
+        """``force`` changes nothing: the cluster places streams by its own rule."""
         stream = await self._add(cfg)
         self.remembered.added(self.books.configs[stream.id])
         return stream

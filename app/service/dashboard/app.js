@@ -209,6 +209,22 @@ function renderDetectors(stats) {
   }));
 }
 
+// How many more cameras like the running ones the machine holds, as measured; overloaded
+// when more run than it holds (one added with force).
+function renderHeadroom(stats) {
+  const room = stats.headroom;
+  const node = $('headroom');
+  node.hidden = !room;
+  if (!room) return;
+  const each = `${room.camera_cores.toFixed(2)} of a core each, ${room.used_cores.toFixed(2)} of `
+    + `${room.cores} cores used over ${room.window_s.toFixed(0)} s`;
+  node.classList.toggle('overloaded', room.overloaded);
+  node.textContent = room.overloaded
+    ? `Overloaded: ${room.cameras} cameras run where this machine holds about ${room.holds} `
+      + `(${each}); every camera is slowed down: remove one`
+    : `Room for ${room.more} more camera${room.more === 1 ? '' : 's'} like these (${each})`;
+}
+
 // What the service keeps on disk, against its retention (the oldest go first).
 function renderStorage(stats) {
   const storage = stats.storage;
@@ -305,11 +321,15 @@ function renderStreamFigures(card, s, now) {
   card.part('p50').textContent = fmtDuration(s.latency_ms.p50);
   card.part('p99').textContent = fmtDuration(s.latency_ms.p99);
   drawChart(card.part('chart'), record(history.streams, s.id, s.latency_ms, now), now);
-  const drops = Object.entries(s.outcomes).filter(([k, n]) => k !== 'processed' && n > 0);
-  card.part('drops').textContent = drops.length
+  // a frame motion gating kept from the detector is a result, not a drop
+  const drops = Object.entries(s.outcomes)
+    .filter(([k, n]) => k !== 'processed' && !k.startsWith('skipped') && n > 0);
+  const idle = s.outcomes.skipped_idle || 0;
+  card.part('drops').textContent = (drops.length
     ? `dropped ${drops.map(([k, n]) => `${n} ${DROP_LABELS[k] || k}`).join(', ')}`
       + ` of ${s.received}`
-    : `${s.outcomes.processed || 0} processed, none dropped`;
+    : `${s.outcomes.processed || 0} processed, none dropped`)
+    + (idle ? ` · ${idle} without the detector (nothing moving)` : '');
   if (s.gaps) {
     card.part('drops').textContent += ` · ${s.gaps === 1 ? '1 gap' : `${s.gaps} gaps`} `
       + `(${fmtDuration(1000 * s.gap_s)} without frames)`;
@@ -472,6 +492,7 @@ function onStats(stats, via) {
   renderDrops(stats, now);
   renderDetectors(stats);
   renderStorage(stats);
+  renderHeadroom(stats);
   renderStreams(stats, now);
   renderTotals(stats);
 }

@@ -55,6 +55,7 @@ function countsText(stream) {
     return `${l.name} in ${c.in} out ${c.out}`;
   });
   parts.push(...a.zones.map((z) => `${z.name} ${zoneCounts(a.counts, z.name).occupancy} in`));
+  if (a.motion && a.motion !== 'off') parts.push(`motion ${a.motion}`);
   return parts.length ? parts.join(' · ') : `tracked (${a.track})`;
 }
 
@@ -314,6 +315,7 @@ async function onAdd(event) {
   const body = { url: form.get('url').trim() };
   if (form.get('id').trim()) body.id = form.get('id').trim();
   if (form.get('track')) body.track = form.get('track');
+  if (form.get('motion') && form.get('motion') !== 'off') body.motion = form.get('motion');
   try {
     const lines = parseShapes(form.get('lines'), 'line');
     const zones = parseShapes(form.get('zones'), 'zone');
@@ -327,12 +329,20 @@ async function onAdd(event) {
   button.disabled = true;
   setMessage('add-message', 'adding…', 'pending');
   try {
-    const r = await api('POST', '/api/streams', body);
-    if (!r.ok) { setMessage('add-message', await errorText(r), 'error'); return; }
+    const force = form.get('force') ? '?force=true' : '';
+    const r = await api('POST', `/api/streams${force}`, body);
+    if (!r.ok) {
+      // past the measured headroom (409): the form offers to add it anyway
+      if (r.status === 409) $('add-force-row').hidden = false;
+      setMessage('add-message', await errorText(r), 'error');
+      return;
+    }
     const stream = await r.json();
     event.target.reset();
+    $('add-force-row').hidden = true;
     const tracked = !body.track && stream.analytics
-      ? ` (tracked with ${stream.analytics.track}: lines and zones count tracks)` : '';
+      ? ` (tracked with ${stream.analytics.track}: ${body.motion ? 'motion gating leaves '
+        + 'frames to the tracker' : 'lines and zones count tracks'})` : '';
     setMessage('add-message', `added ${stream.id}${tracked}: it is remembered across restarts`,
       'ok');
     await poll();

@@ -28,9 +28,11 @@ router = APIRouter(prefix="/api/streams", dependencies=AUTH)
 
 
 @router.post("", status_code=201, responses=errors(400, 401, 409, 413, 429, 503))
-async def add_stream(body: StreamConfig, host: Host) -> Stream:
-    """Start a stream: an RTSP camera, or a file under a media root played as one."""
-    return await host.add(body)
+async def add_stream(body: StreamConfig, host: Host, force: bool = False) -> Stream:
+    """Start a stream: an RTSP camera, or a file under a media root played as one. A camera
+    past the machine's measured headroom is refused (409, with the figure) unless ``force``
+    (then the service shows itself overloaded)."""
+    return await host.add(body, force=force)
 
 
 @router.get("", responses=errors(401))
