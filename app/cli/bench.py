@@ -77,8 +77,9 @@ def bench(
     motion: Annotated[bool, typer.Option(
         "--motion", help="Instead: motion-gated detection on quiet cameras (made once, in "
         "build/motion): the cost of measuring motion per frame (vectors, pixels), the boxes "
-        "against motion off on a camera with visitors, and a still camera played live for "
-        "--seconds: its CPU and detector frames per mode.")] = False,
+        "against motion off on a camera with visitors, a still camera played live for "
+        "--seconds (its CPU and detector frames per mode), and what skipping non-reference "
+        "frames would save.")] = False,
     runtimes: Annotated[bool, typer.Option(
         "--runtimes", help="Instead: ONNX Runtime against OpenVINO (vidpipe[openvino]) for every "
         "variant of each --model (comma-separated; default ssdlite-person,shapes-yolo): the "
@@ -155,8 +156,9 @@ def _cameras(capacity: bool, motion: bool, cameras: str, modes: str | None, seco
         bench_capacity(console, _ints(cameras), seconds, modes, out)
     elif motion:
         from app.bench.motion import bench_motion
+        from app.run.demo import ensure_demo_clip
 
-        bench_motion(console, seconds, out)
+        bench_motion(console, seconds, out, ensure_demo_clip(DEMO_CLIP, console))
     return capacity or motion
 
 

@@ -4,7 +4,8 @@ seen lately, skips the model (``Frame.skipped = "idle"``), except one every hear
 Motion is measured on the decode thread, for every decoded frame, in one of two ways:
 
 - ``vectors``: the codec's own motion vectors (FFmpeg's ``export_mvs``, H.264 and MPEG-4
-  Part 2): the 16-pixel blocks the encoder moved at least ``VECTOR_MIN_PX``, in patches
+  Part 2): the 16-pixel blocks the encoder moved at least ``VECTOR_MIN_PX`` (of a 640-wide
+  picture; twice that at 1280), in patches
   (a sensor's noise scatters small vectors over a still picture), as a share of the
   picture. Nearly free: the decoder computed them anyway. An intra frame has none (its
   motion is unknown: the frames around it tell).
@@ -41,9 +42,13 @@ log = logging.getLogger(__name__)
 THUMB_WIDTH = 160  # the grey picture's width; its height keeps the picture's shape
 PIXEL_STEP = 20.0  # grey levels from the background that count as a change
 BACKGROUND_RATE = 0.05  # how much of each measured picture the background takes in
-VECTOR_MIN_PX = 2.0  # a block moved at least this far (source pixels) is moving
+# a block moved at least this far is moving: 2 pixels of a 640-wide picture, as far in the
+# picture's own scale at other sizes (a noisy 720p sensor's vectors reach 2-3 pixels)
+VECTOR_MIN_PX = 2.0
+VECTOR_WIDTH = 640
 BLOCK = 16  # the grid (source pixels) moved blocks are counted on: H.264's macroblocks
 PATCH = np.ones((2, 2), np.uint8)  # the least patch of moved blocks that is motion
+NO_VECTORS_AFTER = 5  # predicted frames in a row without vectors: the codec gives none
 MOVING_AREA = 0.0005  # the least moving share of the unmasked picture that is motion
 # after motion the model goes on seeing frames this long: an object that stops is still
 # found while the tracker's news of it comes back through the pipeline (``watch``)
@@ -86,6 +91,7 @@ class MotionMeter:
         self.masks, self.name = masks, name
         self._background: np.ndarray | None = None
         self._kept: tuple[Any, tuple[int, int], np.ndarray] | None = None  # masks, size, cells
+        self._without = 0  # predicted frames in a row that came without vectors
 
     @property
     def wants_vectors(self) -> bool:
@@ -111,16 +117,20 @@ class MotionMeter:
             raise ValueError("motion needs the decoder's luma or the picture")
         if self.wants_vectors and given is not None:
             if given.vectors is not None:
+                self._without = 0
                 return self._vectors(size, given.vectors)
             if given.key:
                 return None
+            self._without += 1
+            if self._without < NO_VECTORS_AFTER:
+                return None  # a frame the encoder moved nothing in, or a codec without any
             self._no_vectors()
         if given is not None and given.luma is not None:
             return self._pixels(size, given.luma)
         return self._pixels(size, _luma(picture.image))
 
     def _no_vectors(self) -> None:
-        """A predicted frame came without vectors: this codec does not export them."""
+        """Predicted frames keep coming without vectors: this codec does not export them."""
         (log.warning if self.mode == "vectors" else log.info)(
             "%s: the decoder gives no motion vectors for this stream's codec: motion is "
             "measured on the pixels", self.name)
@@ -130,7 +140,8 @@ class MotionMeter:
         """Which cells of a ``shape`` (rows, cols) grid over the picture count: 1 outside the
         masks, 0 inside (recomputed when the masks or the size change)."""
         masks = self.masks()
-        if self._kept is not None and self._kept[0] is masks and self._kept[1] == size:
+        if self._kept is not None and self._kept[0] is masks and self._kept[1] == size \
+                and self._kept[2].shape == shape:
             return self._kept[2]
         cells = np.ones(shape, np.uint8)
         sx, sy = shape[1] / size[0], shape[0] / size[1]
@@ -155,15 +166,16 @@ class MotionMeter:
         return float(moving.sum()) / max(1, int(cells.sum()))
 
     def _vectors(self, size: tuple[int, int], vectors: np.ndarray) -> float:
-        """The share of the unmasked 16-pixel blocks that moved, counting only blocks moved
-        with at least one moved neighbour across and one down: a noisy sensor gives the
-        encoder small vectors scattered over a still picture, an object a patch of them."""
+        """The share of the unmasked 16-pixel blocks that moved, counting only those in a 2x2
+        patch of moved blocks: a noisy sensor gives the encoder small vectors scattered over
+        a still picture, an object a patch of them."""
         rows, cols = (size[1] + BLOCK - 1) // BLOCK, (size[0] + BLOCK - 1) // BLOCK
         cells = self._cells(size, (rows, cols))
         if not len(vectors):
             return 0.0
         scale = np.maximum(vectors["motion_scale"].astype(np.float32), 1.0)
-        moved = np.hypot(vectors["motion_x"], vectors["motion_y"]) / scale >= VECTOR_MIN_PX
+        least = VECTOR_MIN_PX * max(1.0, size[0] / VECTOR_WIDTH)
+        moved = np.hypot(vectors["motion_x"], vectors["motion_y"]) / scale >= least
         grid = np.zeros((rows, cols), np.uint8)
         grid[np.clip(vectors["dst_y"][moved] // BLOCK, 0, rows - 1),
              np.clip(vectors["dst_x"][moved] // BLOCK, 0, cols - 1)] = 1

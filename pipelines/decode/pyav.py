@@ -36,6 +36,7 @@ from typing import Literal
 import av
 import cv2
 import numpy as np
+from av.sidedata.sidedata import SideDataContainer
 from av.video.reformatter import VideoReformatter
 
 from models.spec import InputSpec, Interpolation
@@ -174,7 +175,10 @@ class PyAVDecoder:
         luma = rows[:frame.height, :frame.width]
         vectors = None
         if self._motion == "vectors":
-            data = frame.side_data.get("MOTION_VECTORS")
+            # not ``frame.side_data``: the frame keeps that container, which refers to the
+            # frame, and the cycle held every decoded picture until the garbage collector's
+            # next full pass (+180 MB for one 720p30 camera, docs/BENCHMARKS.md)
+            data = SideDataContainer(frame).get("MOTION_VECTORS")  # type: ignore[call-arg]
             vectors = None if data is None else data.to_ndarray()
         return MotionInput(luma, vectors, key=frame.key_frame or int(frame.pict_type) == 1)
 

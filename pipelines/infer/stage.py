@@ -178,8 +178,11 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
         return batches
 
     def work_seconds(self, result: Inferred, seconds: float) -> float | None:
-        # a device runtime only enqueues: postprocessing records its GPU time
-        return None if self.runtime.timed_on_device else seconds - result.prepared_s
+        # a device runtime only enqueues: postprocessing records its GPU time; a call of
+        # skipped frames only did no inference at all
+        if self.runtime.timed_on_device or not (result.done or result.failed):
+            return None
+        return seconds - result.prepared_s
 
     def outputs(self, items: list[Batch | Frame], result: Inferred,
                 seconds: float) -> list[Batch | Frame]:

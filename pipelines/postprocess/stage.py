@@ -27,7 +27,7 @@ class Decoded:
     detections: list[Detections]
     frames: list[Frame]
     infer_s: float | None = None
-
+    passed: bool = False  # a frame the model did not see: nothing decoded
 
 class Postprocessor(Protocol):
     """``concurrent``: ``decode`` may run on several threads at once (no state of its own)."""
@@ -82,8 +82,11 @@ class PostprocessStage(Stage[Batch | Frame, Result]):
         (batch,) = items
         if isinstance(batch, Frame):
             frame = batch if self.keep_images else batch.without_image()
-            return Decoded([Detections.empty()], [frame])
+            return Decoded([Detections.empty()], [frame], passed=True)
         return self.postprocessor.decode(batch, self.keep_images)
+
+    def work_seconds(self, result: Decoded, seconds: float) -> float | None:
+        return None if result.passed else seconds
 
     def outputs(self, items: list[Batch | Frame], result: Decoded,
                 seconds: float) -> list[Result]:

@@ -47,6 +47,10 @@ class PreprocessStage(Stage[Frame, Batch | Frame]):
             out.append(self.preprocessor.prepare(frame))
         return out
 
+    def work_seconds(self, result: list[Batch | Frame], seconds: float) -> float | None:
+        """None for a call of skipped frames only: it prepared nothing."""
+        return seconds if any(isinstance(r, Batch) for r in result) else None
+
     def outputs(self, items: list[Frame], result: list[Batch | Frame],
                 seconds: float) -> list[Batch | Frame]:
         prepared = [f for f in items if not f.skipped]

@@ -21,7 +21,7 @@ from pipelines.synthetic.photos import PERSON_PHOTOS, filled, load_photo, placem
 from pipelines.synthetic.truth import truth_path
 
 BACKDROPS: tuple[str, ...] = ("coffee", "chelsea", "rocket")
-VISITOR_HEIGHT = (0.6, 0.8)  # of the frame's: the shipped person detector's sure range
+VISITOR_HEIGHT = (0.72, 0.9)  # of the frame's: where the shipped person detector is sure
 CLOCK_BOX = (0.78, 0.02, 0.99, 0.12)  # the clock overlay (x1, y1, x2, y2), of the frame
 SWAY_BOX = (0.0, 0.7, 0.18, 1.0)  # the swaying texture, of the frame
 GRAINS = 16  # planes of sensor noise a clip's frames pick from

@@ -171,3 +171,18 @@ def test_a_live_still_stream_behind_a_slow_sink_skips_and_drops_nothing_skipped(
     assert outcomes["dropped_full"] <= 1  # only the first frame is not skipped
     indexes = [r.frame.index for r in sink.results]
     assert indexes == sorted(indexes) and len(indexes) == 200 - outcomes["dropped_full"]
+
+
+def test_a_codec_without_vectors_is_measured_on_its_pixels():
+    """Predicted frames that keep coming without vectors (a codec FFmpeg exports none for):
+    after NO_VECTORS_AFTER of them the meter reads the pixels, and says so in the log."""
+    from pipelines.decode.motion import NO_VECTORS_AFTER
+
+    rng = np.random.default_rng(1)
+    meter = MotionMeter("auto", lambda: [], "cam")
+    key = DecodedPicture(None, 0.0, load=lambda: np.zeros((1, 1, 3), np.uint8),
+                         motion=MotionInput(still(rng), None, key=True))
+    assert meter.measure(key) is None and meter.mode == "auto"  # an intra frame: no news
+    seen = [meter.measure(picture(still(rng))) for _ in range(NO_VECTORS_AFTER + 2)]
+    assert seen[:NO_VECTORS_AFTER - 1] == [None] * (NO_VECTORS_AFTER - 1)
+    assert meter.mode == "pixels" and seen[-1] is not None and seen[-1] < MOVING_AREA
