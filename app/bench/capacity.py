@@ -6,7 +6,8 @@ still picture with sensor noise and a slow change of light, people walking in, s
 while and leaving about a quarter of the time, a clock overlay and a swaying patch (masked
 where motion gating is on); each scene as a 1280x720@30 main stream and a 640x360@15 sub-stream.
 For each mode (``capacity_run.MODES``: every frame of the main stream; detect_fps 5; plus
-motion gating; plus detecting on the sub-stream) the cameras are ramped, each count in a
+motion gating; plus detecting on the sub-stream; the same without clips, whose ring of the
+main stream's packets is most of a camera's memory) the cameras are ramped, each count in a
 fresh process, and per count the bench reports the cores used, the frames decoded, detected
 and skipped per second, the share dropped, the RSS, the recall (visitors wholly in the
 picture for 1 s or more found by a confirmed track) and the time from a visitor's entry to

@@ -31,11 +31,14 @@ WARM_UP_S = 5.0
 START_SPREAD_S = 2.0  # cameras start apart over this, as their key frames are
 SEEN_S = 1.0  # a visitor wholly in the picture this long must be found (recall)
 # the ways of running a camera the bench compares: its input, detect_fps, motion
+# (and whether it keeps clips: the last mode is the one before without, for its memory)
 MODES: dict[str, dict[str, Any]] = {
-    "every frame": {"input": "main", "detect_fps": None, "motion": "off"},
-    "detect_fps 5": {"input": "main", "detect_fps": 5.0, "motion": "off"},
-    "+ motion": {"input": "main", "detect_fps": 5.0, "motion": "auto"},
-    "+ sub-stream": {"input": "sub", "detect_fps": 5.0, "motion": "auto"},
+    "every frame": {"input": "main", "detect_fps": None, "motion": "off", "clips": True},
+    "detect_fps 5": {"input": "main", "detect_fps": 5.0, "motion": "off", "clips": True},
+    "+ motion": {"input": "main", "detect_fps": 5.0, "motion": "auto", "clips": True},
+    "+ sub-stream": {"input": "sub", "detect_fps": 5.0, "motion": "auto", "clips": True},
+    "+ sub-stream without clips": {"input": "sub", "detect_fps": 5.0, "motion": "auto",
+                               "clips": False},
 }
 
 
@@ -108,7 +111,8 @@ async def measure(mode: str, count: int, seconds: float, scenes: list[dict[str, 
     service = Service(ServiceConfig(
         media_roots=roots, results_dir=Path(results.name), state_dir=None, max_streams=1024,
         events=EventsConfig(media_dir=Path(results.name) / "events",  # clips, as cameras keep
-                            clips=ClipSettings(pre_s=2.0, post_s=2.0))), PipelineMetrics())
+                            clips=ClipSettings(pre_s=2.0, post_s=2.0)
+                            if MODES[mode]["clips"] else None)), PipelineMetrics())
     ids = [f"cam{k}" for k in range(count)]
     await service.start()
     try:

@@ -72,8 +72,9 @@ def bench(
         "--cameras", help="With --capacity: the camera counts to ramp through (each mode "
         "stops at the first count it does not hold).")] = "1,2,4,8,16,32,64",
     modes: Annotated[str | None, typer.Option(
-        "--modes", help="With --capacity: the modes, comma-separated (default: all four: "
-        "'every frame', 'detect_fps 5', '+ motion', '+ sub-stream').")] = None,
+        "--modes", help="With --capacity: the modes, comma-separated (default: all of them: "
+        "'every frame', 'detect_fps 5', '+ motion', '+ sub-stream', '+ sub-stream without "
+        "clips').")] = None,
     motion: Annotated[bool, typer.Option(
         "--motion", help="Instead: motion-gated detection on quiet cameras (made once, in "
         "build/motion): the cost of measuring motion per frame (vectors, pixels), the boxes "

@@ -5,7 +5,7 @@ Motion is measured on the decode thread, for every decoded frame, in one of two 
 
 - ``vectors``: the codec's own motion vectors (FFmpeg's ``export_mvs``, H.264 and MPEG-4
   Part 2): the 16-pixel blocks the encoder moved at least ``VECTOR_MIN_PX`` (of a 640-wide
-  picture; twice that at 1280), in patches
+  picture; twice that at 1280), in patches of 3x3 blocks
   (a sensor's noise scatters small vectors over a still picture), as a share of the
   picture. Nearly free: the decoder computed them anyway. An intra frame has none (its
   motion is unknown: the frames around it tell).
@@ -47,7 +47,10 @@ BACKGROUND_RATE = 0.05  # how much of each measured picture the background takes
 VECTOR_MIN_PX = 2.0
 VECTOR_WIDTH = 640
 BLOCK = 16  # the grid (source pixels) moved blocks are counted on: H.264's macroblocks
-PATCH = np.ones((2, 2), np.uint8)  # the least patch of moved blocks that is motion
+# the least patch of moved blocks that is motion: 3x3 (an object about 48 pixels across, or
+# more; a smaller one is the pixel meter's): a noisy sensor's vectors made 2x2 patches on
+# 157 of 870 frames of a still scene, never a 3x3 one (docs/BENCHMARKS.md)
+PATCH = np.ones((3, 3), np.uint8)
 NO_VECTORS_AFTER = 5  # predicted frames in a row without vectors: the codec gives none
 MOVING_AREA = 0.0005  # the least moving share of the unmasked picture that is motion
 # after motion the model goes on seeing frames this long: an object that stops is still
@@ -166,7 +169,7 @@ class MotionMeter:
         return float(moving.sum()) / max(1, int(cells.sum()))
 
     def _vectors(self, size: tuple[int, int], vectors: np.ndarray) -> float:
-        """The share of the unmasked 16-pixel blocks that moved, counting only those in a 2x2
+        """The share of the unmasked 16-pixel blocks that moved, counting only those in a 3x3
         patch of moved blocks: a noisy sensor gives the encoder small vectors scattered over
         a still picture, an object a patch of them."""
         rows, cols = (size[1] + BLOCK - 1) // BLOCK, (size[0] + BLOCK - 1) // BLOCK

@@ -48,6 +48,7 @@ def test_a_count_holds_only_within_every_goal():
 
 
 def test_modes_are_named_as_the_table_names_them():
-    assert chosen_modes(None) == ["every frame", "detect_fps 5", "+ motion", "+ sub-stream"]
+    assert chosen_modes(None) == ["every frame", "detect_fps 5", "+ motion", "+ sub-stream",
+                                  "+ sub-stream without clips"]
     with pytest.raises(ConfigError, match="fastest is not a mode"):
         chosen_modes("every frame,fastest")
