@@ -72,7 +72,7 @@ def _frames(item: Any) -> list[Frame]:
 def counted_channel(metrics: PipelineMetrics, name: str, capacity: int,
                     policy: DropPolicy = "block", producers: int = 1) -> Channel[Any]:
     """A channel whose drops count against their streams (a skipped frame it evicts rides
-    on with the newer item instead), its depth exported as ``name``."""
+    on with the item after it instead), its depth exported as ``name``."""
     channel: Channel[Any] = Channel(name, capacity, policy, producers=producers,
                                     on_drop=lambda item, cause: account_drop(metrics, item,
                                                                              cause),
