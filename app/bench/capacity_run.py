@@ -22,10 +22,9 @@ from app.bench.service import rss_mb
 from app.outputs.config import EventsConfig
 from app.service.config import ServiceConfig, StreamConfig
 from app.service.service import Service
-from pipelines.analytics.config import MaskConfig
 from pipelines.events.config import ClipSettings
 from pipelines.metrics import PipelineMetrics
-from pipelines.synthetic.quiet import Visit, distractors
+from pipelines.synthetic.quiet import Visit, distractor_masks
 
 WARM_UP_S = 5.0
 START_SPREAD_S = 2.0  # cameras start apart over this, as their key frames are
@@ -46,12 +45,6 @@ def truth_of(clip: Path) -> dict[str, Any]:
     return json.loads(clip.with_suffix(".truth.json").read_text())
 
 
-def masks_of(truth: dict[str, Any]) -> list[MaskConfig]:
-    """The distractors' boxes as the camera's motion masks."""
-    return [MaskConfig(name=name, polygon=[(x1, y1), (x2, y1), (x2, y2), (x1, y2)])
-            for name, (x1, y1, x2, y2) in distractors(truth).items()]
-
-
 def stream_config(mode: str, scene: dict[str, Path], sid: str) -> StreamConfig:
     """A camera in ``mode``: detected on its main stream, or on its sub-stream with the main
     one recorded for the clips (roles), as every mode records it."""
@@ -63,7 +56,7 @@ def stream_config(mode: str, scene: dict[str, Path], sid: str) -> StreamConfig:
     return StreamConfig.model_validate({
         "url": str(clip), "inputs": inputs, "id": sid, "track": "bytetrack",
         "detect_fps": how["detect_fps"], "motion": how["motion"],
-        "masks": [m.model_dump() for m in masks_of(truth_of(clip))] if gated else []})
+        "masks": [m.model_dump() for m in distractor_masks(truth_of(clip))] if gated else []})
 
 
 def whole_span(visit: Visit, width: int, height: int) -> tuple[float, float] | None:

@@ -27,10 +27,9 @@ from rich.console import Console
 from rich.table import Table
 
 from app.run.request import RunRequest, run_request
-from pipelines.analytics.config import MaskConfig
 from pipelines.decode.motion import MotionMeter
 from pipelines.decode.pyav import PyAVDecoder
-from pipelines.synthetic.quiet import Visit, distractors, make_quiet_clip, mask_flags
+from pipelines.synthetic.quiet import Visit, distractor_masks, make_quiet_clip, mask_flags
 
 MODES = ("off", "vectors", "pixels")
 FOLDER = Path("build/motion")
@@ -63,8 +62,7 @@ def _masks(clip: Path) -> list[str]:
 def measure_cost(clip: Path) -> dict[str, Any]:
     """Milliseconds per frame: decoding, decoding with vectors, each meter."""
     truth = _truth(clip)
-    masks = [MaskConfig(name=name, polygon=[(x1, y1), (x2, y1), (x2, y2), (x1, y2)])
-             for name, (x1, y1, x2, y2) in distractors(truth).items()]
+    masks = distractor_masks(truth)
     out: dict[str, Any] = {"size": f"{truth['width']}x{truth['height']}"}
     for mode in ("off", "vectors", "pixels"):
         meter = None if mode == "off" else MotionMeter(mode, lambda: masks, "bench")

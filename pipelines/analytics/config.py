@@ -6,7 +6,7 @@ per-stream keys and ``PUT /api/streams/{id}/analytics`` all build these.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Self, get_args
+from typing import Annotated, Literal, Self, TypeVar, get_args
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -204,28 +204,28 @@ def parse_line(text: str) -> LineConfig:
 
 def parse_zone(text: str) -> ZoneConfig:
     """``NAME=x1,y1,x2,y2,x3,y3[,...]`` (the ``--zone`` flag) -> ZoneConfig."""
-    name, points = _polygon(text, "--zone")
-    try:
-        return ZoneConfig(name=name, polygon=points)
-    except ValueError as e:
-        raise ConfigError(f"--zone {text!r}: {_first(e)}") from None
+    return _polygon(ZoneConfig, text, "--zone")
 
 
 def parse_mask(text: str) -> MaskConfig:
     """``NAME=x1,y1,x2,y2,x3,y3[,...]`` (the ``--mask`` flag) -> MaskConfig."""
-    name, points = _polygon(text, "--mask")
-    try:
-        return MaskConfig(name=name, polygon=points)
-    except ValueError as e:
-        raise ConfigError(f"--mask {text!r}: {_first(e)}") from None
+    return _polygon(MaskConfig, text, "--mask")
 
 
-def _polygon(text: str, flag: str) -> tuple[str, list[tuple[float, float]]]:
+Shape = TypeVar("Shape", ZoneConfig, MaskConfig)
+
+
+def _polygon(kind: type[Shape], text: str, flag: str) -> Shape:
+    """A named polygon flag as ``kind``, or ConfigError saying why not."""
     name, values = _named_numbers(text, flag, "NAME=x1,y1,x2,y2,x3,y3[,...]")
     if len(values) < 6 or len(values) % 2:
         raise ConfigError(f"{flag} {text!r}: needs an even count of at least 6 numbers "
                           f"(3 or more x,y points), got {len(values)}")
-    return name, [(values[i], values[i + 1]) for i in range(0, len(values), 2)]
+    try:
+        return kind(name=name, polygon=[(values[i], values[i + 1])
+                                        for i in range(0, len(values), 2)])
+    except ValueError as e:
+        raise ConfigError(f"{flag} {text!r}: {_first(e)}") from None
 
 
 def _named_numbers(text: str, flag: str, form: str) -> tuple[str, list[float]]:

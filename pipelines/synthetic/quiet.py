@@ -16,6 +16,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from pipelines.analytics.config import MaskConfig
 from pipelines.synthetic.encode import ProgressFn, encode, frame_count_of
 from pipelines.synthetic.photos import PERSON_PHOTOS, filled, load_photo, placement
 from pipelines.synthetic.truth import truth_path
@@ -82,6 +83,12 @@ def distractors(truth: dict[str, Any]) -> dict[str, tuple[int, int, int, int]]:
     camera's motion masks should cover."""
     return {name: tuple(truth[f"{name}_box"]) for name in ("clock", "sway")  # type: ignore[misc]
             if truth.get(f"{name}_box")}
+
+
+def distractor_masks(truth: dict[str, Any]) -> list[MaskConfig]:
+    """The distractors as the camera's motion masks."""
+    return [MaskConfig(name=name, polygon=[(x1, y1), (x2, y1), (x2, y2), (x1, y2)])
+            for name, (x1, y1, x2, y2) in distractors(truth).items()]
 
 
 def mask_flags(truth: dict[str, Any]) -> list[str]:
