@@ -102,6 +102,12 @@ class Stage(abc.ABC, Generic[In, Out]):
         """The taken items worth a call (the rest dropped and counted here); all by default."""
         return items
 
+    def inline(self, items: list[In]) -> bool:
+        """Whether the call is so little work (frames the model skips, passed on) that it runs
+        on the event loop rather than paying a thread hand-over; only ever while none of the
+        stage's calls is on its worker. None is, by default."""
+        return False
+
     @abc.abstractmethod
     def process(self, items: list[In]) -> Any:
         """One call's work, on the worker thread."""
@@ -142,7 +148,7 @@ async def run_stage(stage: Stage[Any, Any]) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(_hand_on_in_order(stage, calls, slots))
             try:
-                await _take_and_start(stage, calls, slots)
+                await _take_and_start(stage, calls, slots, _OnWorker())
             finally:
                 calls.close()
     except BaseExceptionGroup as e:  # one of the two tasks failed: its error is the stage's
@@ -167,8 +173,35 @@ async def _finished(call: Call) -> tuple[Any, float]:
                 return call.result()
 
 
+class _OnWorker:
+    """How many of a stage's calls are on its worker (started, not yet returned)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def start(self, stage: Stage[Any, Any], items: list[Any]) -> Call:
+        self.calls += 1
+        call = asyncio.ensure_future(stage.worker.run(stage.process, items))
+        call.add_done_callback(self._returned)
+        return call
+
+    def _returned(self, _: Call) -> None:
+        self.calls -= 1
+
+
+def _call_here(stage: Stage[Any, Any], items: list[Any]) -> Call:
+    """The call run on the event loop, as a finished future (its error included)."""
+    call: Call = asyncio.get_running_loop().create_future()
+    start = time.perf_counter()
+    try:
+        call.set_result((stage.process(items), time.perf_counter() - start))
+    except Exception as e:
+        call.set_exception(e)
+    return call
+
+
 async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],
-                          slots: asyncio.Semaphore) -> None:
+                          slots: asyncio.Semaphore, worker: _OnWorker) -> None:
     while True:
         await slots.acquire()
         try:
@@ -178,7 +211,8 @@ async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any]
         if not items:
             slots.release()
             continue
-        await calls.put((items, asyncio.ensure_future(stage.worker.run(stage.process, items))))
+        here = worker.calls == 0 and stage.inline(items)  # nothing on the worker to race
+        await calls.put((items, _call_here(stage, items) if here else worker.start(stage, items)))
 
 
 async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],

@@ -72,9 +72,9 @@ class RtspServer:
     """One test-pattern stream at ``url``. A context manager; ``stop()`` is idempotent."""
 
     def __init__(self, *, path: str = "/cam", fps: int = 30, size: tuple[int, int] = (320, 240),
-                 port: int | None = None) -> None:
+                 port: int | None = None, pattern: str = "ball") -> None:
         self.port = port or free_port()
-        self.path, self.fps, self.size = path, fps, size
+        self.path, self.fps, self.size, self.pattern = path, fps, size, pattern
         self.url = f"rtsp://{HOST}:{self.port}{path}"
         self._proc: subprocess.Popen[str] | None = None
         self._log = tempfile.TemporaryFile("w+")
@@ -90,7 +90,7 @@ class RtspServer:
         width, height = self.size
         self._proc = subprocess.Popen(
             [SYSTEM_PYTHON, str(SERVER_SCRIPT), "--port", str(self.port), "--path", self.path,
-             "--fps", str(self.fps), "--size", f"{width}x{height}"],
+             "--fps", str(self.fps), "--size", f"{width}x{height}", "--pattern", self.pattern],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log, text=True)
         self.ready_at = self._wait_ready(timeout_s)
         return self.ready_at

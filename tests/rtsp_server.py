@@ -24,11 +24,12 @@ from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
 HOST = "127.0.0.1"  # tests never serve or reach any other address
 
 
-def launch_line(width: int, height: int, fps: int) -> str:
+def launch_line(width: int, height: int, fps: int, pattern: str = "ball") -> str:
     """The media pipeline. ``key-int-max=fps`` puts a keyframe every second; ``insert-vui``
-    and ``config-interval=-1`` repeat SPS/PPS with every keyframe, so a late joiner decodes."""
+    and ``config-interval=-1`` repeat SPS/PPS with every keyframe, so a late joiner decodes.
+    ``pattern``: videotestsrc's (``snow`` fills x264enc's 2 Mbit/s, as a busy camera)."""
     return (
-        f"( videotestsrc is-live=true pattern=ball "
+        f"( videotestsrc is-live=true pattern={pattern} "
         f"! video/x-raw,width={width},height={height},framerate={fps}/1,format=I420 "
         f"! x264enc tune=zerolatency speed-preset=ultrafast key-int-max={fps} bframes=0 "
         f"threads=1 insert-vui=true "
@@ -42,6 +43,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--path", default="/cam")
     parser.add_argument("--fps", type=int, default=30)
     parser.add_argument("--size", default="320x240", help="WIDTHxHEIGHT")
+    parser.add_argument("--pattern", default="ball", choices=("ball", "snow"))
     args = parser.parse_args(argv)
     try:
         args.width, args.height = (int(v) for v in args.size.lower().split("x"))
@@ -59,7 +61,7 @@ def main(argv: list[str]) -> int:
     server.set_address(HOST)
     server.set_service(str(args.port))
     factory = GstRtspServer.RTSPMediaFactory()
-    factory.set_launch(launch_line(args.width, args.height, args.fps))
+    factory.set_launch(launch_line(args.width, args.height, args.fps, args.pattern))
     factory.set_shared(True)
     server.get_mount_points().add_factory(args.path, factory)
     if server.attach(None) == 0:

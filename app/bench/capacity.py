@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from app.bench.capacity_run import MODES
+from app.bench.capacity_run import DEFAULT_MODES, MODES
 from app.bench.machine import machine
 from app.bench.service import run_in_tree
 from pipelines.errors import ConfigError
@@ -42,18 +42,19 @@ LOOPS = 1.5
 GOALS = {"recall": 0.98, "first_p99_s": 1.0, "dropped_share": 0.01}
 
 
-def scenes(console: Console) -> list[dict[str, Path]]:
-    """The scenes, made once: each a main stream and a sub-stream of the same visits."""
+def scenes(console: Console, capped: bool = True) -> list[dict[str, Path]]:
+    """The scenes, made once: each a main stream and a sub-stream of the same visits, their
+    bitrates capped as a camera's are, or (not ``capped``) as x264's quality target gives."""
     FOLDER.mkdir(parents=True, exist_ok=True)
     made = []
     for seed in range(1, SCENES + 1):
         pair = {}
         for kind, size, fps in (("main", (1280, 720), 30), ("sub", (640, 360), 15)):
-            path = FOLDER / f"scene{seed}-{kind}.mp4"
+            path = FOLDER / f"scene{seed}-{kind}-{'cap' if capped else 'crf'}.mp4"
             if not path.exists():
                 console.print(f"making {path} ...")
                 make_quiet_clip(path, seconds=SCENE_S, fps=fps, size=size, seed=seed,
-                                active=ACTIVE)
+                                active=ACTIVE, capped=capped)
             pair[kind] = path
         made.append(pair)
     return made
@@ -84,8 +85,8 @@ def ramp(mode: str, counts: list[int], seconds: float, made: list[dict[str, Path
 
 
 def chosen_modes(text: str | None) -> list[str]:
-    """``--modes`` (None: all); ConfigError naming one that is not a mode."""
-    chosen = list(MODES) if text is None else [m.strip() for m in text.split(",")]
+    """``--modes`` (None: the five of the table); ConfigError naming one that is not a mode."""
+    chosen = list(DEFAULT_MODES) if text is None else [m.strip() for m in text.split(",")]
     unknown = [m for m in chosen if m not in MODES]
     if unknown:
         raise ConfigError(f"--modes: {', '.join(unknown)} is not a mode (the modes: "
@@ -94,15 +95,15 @@ def chosen_modes(text: str | None) -> list[str]:
 
 
 def bench_capacity(console: Console, counts: list[int], seconds: float, modes_text: str | None,
-                   out: Path) -> dict[str, Any]:
+                   out: Path, capped: bool = True) -> dict[str, Any]:
     modes = chosen_modes(modes_text)
     seconds = max(seconds, LOOPS * SCENE_S)
-    made = scenes(console)
+    made = scenes(console, capped)
     rows = [row for mode in modes for row in ramp(mode, counts, seconds, made, console)]
     capacity = {mode: max([r["cameras"] for r in rows if r["mode"] == mode and r["holds"]],
                           default=0) for mode in modes}
-    report = {"machine": machine(), "seconds": seconds, "goals": GOALS, "rows": rows,
-              "capacity": capacity}
+    report = {"machine": machine(), "seconds": seconds, "capped": capped, "goals": GOALS,
+              "rows": rows, "capacity": capacity}
     _print(console, report)
     out.mkdir(parents=True, exist_ok=True)
     (out / "capacity.json").write_text(json.dumps(report, indent=1) + "\n")

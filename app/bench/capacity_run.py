@@ -38,7 +38,11 @@ MODES: dict[str, dict[str, Any]] = {
     "+ sub-stream": {"input": "sub", "detect_fps": 5.0, "motion": "auto", "clips": True},
     "+ sub-stream without clips": {"input": "sub", "detect_fps": 5.0, "motion": "auto",
                                "clips": False},
+    # the other meter, for its recall beside the vectors' (run with --modes)
+    "+ sub-stream (pixels)": {"input": "sub", "detect_fps": 5.0, "motion": "pixels",
+                              "clips": True},
 }
+DEFAULT_MODES = list(MODES)[:5]
 
 
 def truth_of(clip: Path) -> dict[str, Any]:

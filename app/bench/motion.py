@@ -9,7 +9,8 @@ noise, a slow change of light and a clock overlay, masked; visitors about 20 % o
   (the goal: none), the frames skipped, and the frames skipped while a visitor was a quarter
   or more in the picture (the goal: none);
 - a camera with nothing moving, played live for ``seconds``: the process's CPU (a share of
-  one core) and the detector's frames, per mode;
+  one core) and the detector's frames, per mode, with the bitrate capped as a camera caps
+  it and uncapped (x264 then spends 4x the bits on sensor noise, and decoding costs 2x);
 - what skipping non-reference frames while idle would save: the frames and decoding time
   with FFmpeg's ``skip_frame=NONREF``, on a camera-like stream and on the demo clip (which
   has B-frames).
@@ -36,14 +37,18 @@ FOLDER = Path("build/motion")
 
 
 def clips(console: Console, seconds: float) -> dict[str, Path]:
-    """The bench's quiet cameras, made once: with visitors, without, and a 720p one."""
+    """The bench's quiet cameras, made once: with visitors, without (also uncapped), and a
+    720p one."""
     FOLDER.mkdir(parents=True, exist_ok=True)
+    still = dict(seconds=seconds, seed=2, active=0.0)
     wanted: dict[str, dict[str, Any]] = {
-        "visits": dict(seconds=60.0, seed=1), "still": dict(seconds=seconds, seed=2, active=0.0),
+        "visits": dict(seconds=60.0, seed=1), "still": still,
+        "still-uncapped": dict(still, capped=False),
         "main": dict(seconds=10.0, seed=1, size=(1280, 720), fps=30)}
     made = {}
     for name, how in wanted.items():
-        path = FOLDER / f"{name}-{int(how['seconds'])}s.mp4"
+        tag = "cap" if how.get("capped", True) else "crf"  # the bitrate capped, or x264's
+        path = FOLDER / f"{name}-{int(how['seconds'])}s-{tag}.mp4"
         if not path.exists():
             console.print(f"making {path} ...")
             make_quiet_clip(path, **how)
@@ -150,12 +155,15 @@ def agreement(clip: Path, folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def idle_camera(clip: Path, folder: Path) -> list[dict[str, Any]]:
+def idle_camera(clips: list[Path], folder: Path) -> list[dict[str, Any]]:
     rows = []
-    for mode in MODES:
-        _, summary, wall, cpu = _run(clip, folder / f"idle-{mode}", mode, live=True)
+    for clip, mode in [(clips[0], m) for m in MODES] + [(clips[1], m) for m in MODES[1:]]:
+        truth = _truth(clip)
+        _, summary, wall, cpu = _run(clip, folder / f"idle-{clip.stem}-{mode}", mode, live=True)
         outcomes = next(iter(summary["streams"].values()))["outcomes"]
         rows.append({"mode": mode, "wall_s": wall, "cpu_s": cpu, "core_share": cpu / wall,
+                     "max_kbps": truth["max_kbps"],
+                     "kbps": clip.stat().st_size * 8 / 1000 / truth["seconds"],
                      "detector_frames": outcomes.get("processed", 0),
                      "skipped": outcomes.get("skipped_idle", 0)})
     return rows
@@ -168,7 +176,7 @@ def bench_motion(console: Console, seconds: float, out: Path, demo: Path) -> dic
     report = {"cost": [measure_cost(made["visits"]), measure_cost(made["main"])],
               "non_reference": [non_reference(made["main"]), non_reference(demo)],
               "agreement": agreement(made["visits"], folder),
-              "idle": idle_camera(made["still"], folder)}
+              "idle": idle_camera([made["still"], made["still-uncapped"]], folder)}
     _print(console, report)
     out.mkdir(parents=True, exist_ok=True)
     (out / "motion.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -191,10 +199,13 @@ def _print(console: Console, report: dict[str, Any]) -> None:
         same.add_row(r["mode"], str(r["frames"]), str(r["skipped"]), str(r["differ"]),
                      str(r["skipped_shown"]), f"{r['cpu_s']:.1f}")
     idle = Table(title="A camera with nothing moving, played live")
-    for column in ("mode", "seconds", "CPU, of one core", "detector frames", "skipped"):
+    for column in ("mode", "kbit/s", "seconds", "CPU, of one core", "detector frames",
+                   "skipped"):
         idle.add_column(column, justify="right")
     for r in report["idle"]:
-        idle.add_row(r["mode"], f"{r['wall_s']:.0f}", f"{r['core_share']:.1%}",
+        capped = "uncapped" if r["max_kbps"] is None else "capped"
+        idle.add_row(r["mode"], f"{r['kbps']:.0f} ({capped})", f"{r['wall_s']:.0f}",
+                     f"{r['core_share']:.1%}",
                      str(r["detector_frames"]), str(r["skipped"]))
     skip = Table(title="Skipping non-reference frames (skip_frame=NONREF), one thread")
     for column in ("clip", "frames", "decoded", "seconds", "seconds, skipping"):

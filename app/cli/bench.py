@@ -72,9 +72,14 @@ def bench(
         "--cameras", help="With --capacity: the camera counts to ramp through (each mode "
         "stops at the first count it does not hold).")] = "1,2,4,8,16,32,64",
     modes: Annotated[str | None, typer.Option(
-        "--modes", help="With --capacity: the modes, comma-separated (default: all of them: "
-        "'every frame', 'detect_fps 5', '+ motion', '+ sub-stream', '+ sub-stream without "
-        "clips').")] = None,
+        "--modes", help="With --capacity: the modes, comma-separated (default: 'every frame', "
+        "'detect_fps 5', '+ motion', '+ sub-stream', '+ sub-stream without clips'; also "
+        "'+ sub-stream (pixels)': motion from the pixels instead of the codec's vectors).")]
+    = None,
+    uncapped: Annotated[bool, typer.Option(
+        "--uncapped", help="With --capacity: scenes encoded at x264's quality target (crf "
+        "20: 2-4x the bits on their sensor noise) instead of capped as a camera's bitrate "
+        "is (518 kbit/s for the sub-stream, 4.1 Mbit/s for the main one).")] = False,
     motion: Annotated[bool, typer.Option(
         "--motion", help="Instead: motion-gated detection on quiet cameras (made once, in "
         "build/motion): the cost of measuring motion per frame (vectors, pixels), the boxes "
@@ -107,7 +112,7 @@ def bench(
     OUT/bench.json."""
     configure_logging("warning")
     with failing_cleanly():
-        if _cameras(capacity, motion, cameras, modes, seconds, out):
+        if _cameras(capacity, motion, cameras, modes, seconds, out, not uncapped):
             pass
         elif events:
             from app.bench.events import bench_events
@@ -148,13 +153,13 @@ def bench(
 
 
 def _cameras(capacity: bool, motion: bool, cameras: str, modes: str | None, seconds: float,
-             out: Path) -> bool:
+             out: Path, capped: bool) -> bool:
     """``--capacity`` or ``--motion``, if asked for: whether one ran."""
     if capacity:
         from app.bench.capacity import bench_capacity
         from app.bench.commands import _ints
 
-        bench_capacity(console, _ints(cameras), seconds, modes, out)
+        bench_capacity(console, _ints(cameras), seconds, modes, out, capped)
     elif motion:
         from app.bench.motion import bench_motion
         from app.run.demo import ensure_demo_clip

@@ -151,7 +151,7 @@ def run(
     """
     from app.malloc import limit_malloc_arenas
 
-    limit_malloc_arenas()  # a camera run lasts: see app/memory.py
+    limit_malloc_arenas()  # a camera run lasts: see app/malloc.py
     configure_logging(log_level)
     with failing_cleanly():
         from app.run.request import RunRequest

@@ -40,7 +40,7 @@ def serve(
     require a bearer token on every data route. SIGTERM drains the streams and exits."""
     from app.malloc import limit_malloc_arenas
 
-    limit_malloc_arenas()  # before any stream's threads: see app/memory.py
+    limit_malloc_arenas()  # before any stream's threads: see app/malloc.py
     configure_logging(log_level)
     with failing_cleanly():
         from app.service.config import load_config
@@ -50,10 +50,10 @@ def serve(
                                                        ("workers", workers),
                                                        ("ray_address", ray_address))
                                      if v is not None})
-        from app.outputs.event_outputs import check_webhooks
+        from app.outputs.event_outputs import check_event_outputs
 
         # before the server starts: a refusal in its start-up would be a traceback and exit 3
-        check_webhooks(cfg.events.webhooks, cfg.allowed_networks, cfg.allow_idn_hosts)
+        check_event_outputs(cfg.events, cfg.allowed_networks, cfg.allow_idn_hosts)
     if (cfg.workers or cfg.ray_address) and importlib.util.find_spec("ray") is None:
         fail("--workers and --ray-address run the streams on Ray, which is not installed: "
              "pip install 'vidpipe[ray]'")

@@ -23,7 +23,8 @@ class AddressRefused(OSError):
     """A connection made to an address outside ``allowed_networks``: closed unused."""
 
 
-def _check_peer(sock: socket.socket | None, networks: Networks) -> None:
+def check_peer(sock: socket.socket | None, networks: Networks) -> None:
+    """Close ``sock`` and raise AddressRefused if its peer is outside ``networks``."""
     if sock is None:
         return
     address = str(sock.getpeername()[0]).split("%")[0]
@@ -37,7 +38,7 @@ def _pool(base: type[HTTPConnectionPool], connection: type[HTTPConnection],
     class Checked(connection):  # type: ignore[valid-type,misc]
         def connect(self) -> None:
             super().connect()
-            _check_peer(self.sock, networks)
+            check_peer(self.sock, networks)
 
     return type(f"Checked{base.__name__}", (base,), {"ConnectionCls": Checked})
 

@@ -11,7 +11,7 @@ from ipaddress import IPv4Network, IPv6Network
 from app.errors import SourceRejected
 from app.hosts import check_camera_host
 from app.outputs.config import EventsConfig
-from app.outputs.mqtt import MqttEvents
+from app.outputs.mqtt import MqttEvents, parse_mqtt_url
 from app.outputs.webhook import WebhookEvents, check_webhook_url
 from pipelines.errors import ConfigError
 from pipelines.events.files import DeadLetters
@@ -38,19 +38,25 @@ def close_in_turn(*steps: Callable[[], object] | None) -> None:
         raise error
 
 
-def check_webhooks(urls: Sequence[str],
-                   networks: Sequence[IPv4Network | IPv6Network] | None,
-                   allow_idn: bool) -> None:
-    """Every webhook URL http(s), its host inside ``allowed_networks`` (after DNS, as a
-    camera's), and the secret set; ConfigError naming the first that is not. Blocking
-    (DNS)."""
-    if urls and not os.environ.get(SECRET_VARIABLE):
+def check_event_outputs(events: EventsConfig,
+                        networks: Sequence[IPv4Network | IPv6Network] | None,
+                        allow_idn: bool) -> None:
+    """Every webhook URL http(s) and the secret set; every webhook's and the broker's host
+    inside ``allowed_networks`` (after DNS, as a camera's): ConfigError naming the first that
+    is not. Blocking (DNS). The connections are checked again each time they are made."""
+    if events.webhooks and not os.environ.get(SECRET_VARIABLE):
         raise ConfigError(f"webhooks need {SECRET_VARIABLE} set (the key their signatures "
                           "are made with)")
-    for url in urls:
+    hosts = [(url, "webhook") for url in events.webhooks]
+    for url in events.webhooks:
         check_webhook_url(url)
+    if events.mqtt is not None:
+        host, port = parse_mqtt_url(events.mqtt)[:2]
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address
+        hosts.append((f"mqtt://{shown}:{port}", "MQTT broker"))
+    for url, what in hosts:
         try:
-            check_camera_host(url, networks, allow_idn, what="webhook")
+            check_camera_host(url, networks, allow_idn, what=what)
         except SourceRejected as e:
             raise ConfigError(str(e)) from None
 
@@ -61,7 +67,7 @@ class EventOutputs:
                  networks: Sequence[IPv4Network | IPv6Network] | None = None) -> None:
         """``first``: outputs opened by the caller (the events file), published to first;
         ``instance``: which of several processes of the service this is (a worker);
-        ``networks``: where webhooks may connect, checked at each connection."""
+        ``networks``: where webhooks and the broker may be, checked at each connection."""
         self.config = config
         self.dead_letters = DeadLetters(config.dead_letter_path, metrics)
         self.outputs: list[EventOutput] = list(first)
@@ -69,7 +75,8 @@ class EventOutputs:
         try:
             if config.mqtt is not None:
                 self._network.append(MqttEvents(config.mqtt, metrics, self.dead_letters,
-                                                queue=config.queue, instance=instance))
+                                                queue=config.queue, instance=instance,
+                                                networks=networks))
             secret = os.environ.get(SECRET_VARIABLE, "").encode()
             for n, url in enumerate(config.webhooks, 1):
                 name = "webhook" if len(config.webhooks) == 1 else f"webhook-{n}"

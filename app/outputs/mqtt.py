@@ -10,7 +10,9 @@ broker acknowledges it, across reconnects (it sends the unacknowledged ones agai
 consumer may see an event twice: the ``id`` is its idempotency key). The queue is bounded
 (``queue`` messages): past it an event goes to the dead-letter file, counted ``dropped``; one
 still unacknowledged when vidpipe stops (after ``close``'s wait) too. ``publish`` never blocks
-on the network: paho's own thread sends.
+on the network: paho's own thread sends. With ``networks`` each connection's address is
+checked once connected, before anything is sent on it (``CONNECT`` carries the password): a
+broker name pointed elsewhere later reaches nothing, and events wait as for a broker away.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from app.outputs.checked_http import Networks, check_peer
 from pipelines.errors import ConfigError
 from pipelines.events.files import DeadLetters
 from pipelines.metrics import PipelineMetrics
@@ -70,18 +73,19 @@ class MqttEvents:
     name = "mqtt"
 
     def __init__(self, url: str, metrics: PipelineMetrics, dead_letters: DeadLetters, *,
-                 queue: int = 10_000, instance: str | None = None) -> None:
+                 queue: int = 10_000, instance: str | None = None,
+                 networks: Networks | None = None) -> None:
         """``instance``: one of several processes publishing for the service (a cluster's
         worker), whose availability (and last will) is its own topic under
-        ``<prefix>/availability/``, so that one worker lost is not the service offline."""
+        ``<prefix>/availability/``, so that one worker lost is not the service offline;
+        ``networks``: where the broker may be, checked at each connection (None: anywhere)."""
         import paho.mqtt.client as mqtt
 
         self._mqtt = mqtt
         host, port, tls, user, password, self.prefix = parse_mqtt_url(url)
         self.shown = redact(url)
         self._metrics, self._dead = metrics, dead_letters
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
-                                  client_id=f"vidpipe-{secrets.token_hex(4)}")
+        self.client = _client(mqtt, f"vidpipe-{secrets.token_hex(4)}", networks, self.shown)
         if user is not None:
             self.client.username_pw_set(user, password)
         if tls:
@@ -204,3 +208,30 @@ class MqttEvents:
         if left:
             log.warning("events MQTT %s: %d event(s) not acknowledged before the stop, kept "
                         "in %s", self.shown, len(left), self._dead.path)
+
+
+def _client(mqtt: Any, client_id: str, networks: Networks | None, shown: str) -> Any:
+    """A paho client whose connections, with ``networks``, are held to them: paho's socket
+    made, its peer checked before paho sends on it (a refused one is paho's connection error:
+    it waits and tries again, the events kept). paho 2.2's ``_create_socket_connection`` is
+    the one place its sockets are made (pinned in pyproject.toml)."""
+    if networks is None:
+        return mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id)
+    allowed: Networks = networks
+
+    class Checked(mqtt.Client):  # type: ignore[misc,name-defined]
+        refused = False  # said once until a connection is allowed again
+
+        def _create_socket_connection(self) -> Any:
+            sock = super()._create_socket_connection()
+            try:
+                check_peer(sock, allowed)
+            except OSError as e:
+                (log.debug if self.refused else log.warning)(
+                    "events MQTT %s: %s; nothing sent, events kept", shown, e)
+                self.refused = True
+                raise
+            self.refused = False
+            return sock
+
+    return Checked(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.outputs.config import EventsConfig
-from app.outputs.event_outputs import check_webhooks
+from app.outputs.event_outputs import check_event_outputs
 from app.run.outputs import RunOutputs
 from app.run.runner import run_files
 from app.run.sources import Location, stream_ids
@@ -75,7 +75,7 @@ def run_request(request: RunRequest, *,
             and options.analytics is None:
         raise ConfigError("--events-mqtt, --events-webhook, --snapshots and --clips are "
                           "about tracked objects: add --track (or --line, --zone)")
-    check_webhooks(events.webhooks, None, allow_idn=False)
+    check_event_outputs(events, None, allow_idn=False)
     _, _, outputs = run_files(request.sources, model_path, spec, request.out, options,
                               annotate=request.annotate, metrics_port=request.metrics_port,
                               live=request.live, on_progress=on_progress, events=events,

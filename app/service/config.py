@@ -190,6 +190,9 @@ class ServiceConfig(PipelineSettings):
     # the networks camera addresses may be in, checked after DNS resolution (None: any)
     allowed_networks: list[IPvAnyNetwork] | None = None
     allow_idn_hosts: bool = False  # camera host names outside ASCII (IDN, bidi controls)
+    # the RTSP redirects a camera may send vidpipe through per connection, each target held
+    # to allowed_networks (0: none is followed)
+    rtsp_redirects: int = Field(default=3, ge=0, le=10)
     # where a stream added over the API may name a model by path (zoo names always work)
     model_roots: list[Path] = Field(default_factory=list)
     stall_timeout_s: float = Field(default=5.0, gt=0)

@@ -1,8 +1,9 @@
 """What the service keeps on disk, and for how long: each stream's rotated results and events
 files under ``results_dir`` past ``results_retain_hours`` or beyond ``results_retain_mb``
 (oldest first; never a stream's current file), the events' snapshots and clips by the
-``events:`` block's retention (``MediaStore.prune``), the events index by the same. Run every
-``EVERY_S`` by the service; ``usage`` is what the dashboard and ``/api/stats`` show.
+``events:`` block's retention (``MediaStore.prune``), the events index by the same, and the
+heap's free pages given back to the system (``give_back_memory``). Run every ``EVERY_S`` by
+the service; ``usage`` is what the dashboard and ``/api/stats`` show.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.malloc import give_back_memory
 from app.service.store import ServiceStore
 from pipelines.events.media import MediaStore
 
@@ -124,6 +126,7 @@ class Housekeeper:
         self.index.prune_events(now - 3600 * self.index_retain_hours, self.index.index_max)
         self.events_indexed = self.index.count_events()
         self.measured_at = time.time()
+        give_back_memory()  # what streams removed since, and frames gone, freed
 
     async def aclose(self) -> None:
         if self._task is not None:

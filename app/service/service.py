@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.errors import SourceRejected, StreamExists, StreamLimit, UnknownStream
-from app.outputs.event_outputs import check_webhooks
+from app.outputs.event_outputs import check_event_outputs
 from app.service.analytics import update_analytics
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.detectors import Detectors
@@ -73,7 +73,7 @@ class Service:
         """Open the event outputs, start the streams the config declares; a stream that
         fails to start is logged, not fatal (an event output that cannot open is)."""
         c = self.config
-        await asyncio.to_thread(check_webhooks, c.events.webhooks, c.allowed_networks,
+        await asyncio.to_thread(check_event_outputs, c.events, c.allowed_networks,
                                 c.allow_idn_hosts)
         self.gpu = await asyncio.to_thread(gpu_sampler_for, c.device, self.metrics.registry)
         loop = asyncio.get_running_loop()

@@ -185,11 +185,14 @@ def open_input(kind: SourceKind, target: str, sid: str, config: ServiceConfig, *
     or an RTSP camera (reporting its state and reconnects)."""
     if kind == "file":
         return PacedFileSource(target, sid, loop=True, formats=MEDIA_FORMATS)
+    from pipelines.sources.address import AddressPolicy
     from pipelines.sources.rtsp import RtspSource
 
+    policy = AddressPolicy(config.allowed_networks, config.allow_idn_hosts,
+                           config.rtsp_redirects)
     return RtspSource(target, sid, stall_timeout_s=config.stall_timeout_s,
                       down_after_s=config.camera_down_after_s, on_state=on_state,
-                      on_reconnect=on_reconnect)
+                      on_reconnect=on_reconnect, policy=policy)
 
 
 def start_recorder(stream: StreamState, record: tuple[SourceKind, str], ring: PacketRing,

@@ -27,6 +27,11 @@ class AnalyticsStage(Stage[Result, Result]):
         self.streams = streams
         self.keep_images = keep_images
 
+    def inline(self, items: list[Result]) -> bool:
+        """Skipped frames only, none with riders whose pictures a sink wants: no tracker
+        call, their lines and zones only counted."""
+        return all(r.frame.skipped and not (self.keep_images and r.frame.riders) for r in items)
+
     def process(self, items: list[Result]) -> list[Result]:
         out: list[Result] = []
         for result in items:

@@ -27,6 +27,7 @@ skipped, never dropped.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,12 @@ BLOCK = 16  # the grid (source pixels) moved blocks are counted on: H.264's macr
 # more; a smaller one is the pixel meter's): a noisy sensor's vectors made 2x2 patches on
 # 157 of 870 frames of a still scene, never a 3x3 one (docs/BENCHMARKS.md)
 PATCH = np.ones((3, 3), np.uint8)
+# a patch counts only near one of the frame before (NEAR blocks either way at 640 wide and
+# 15 fps, more in proportion for a wider picture or a longer time between frames, MOST at
+# most): an object moves on in patches frame after frame, where a bitrate-capped encoder's
+# vectors on a flat sky came as one frame's patch now and then (5 a minute on a still
+# 512 kbit/s sub-stream); it costs the first frame of a real motion (docs/BENCHMARKS.md)
+NEAR, NEAR_FPS, MOST = 2, 15.0, 8
 NO_VECTORS_AFTER = 5  # predicted frames in a row without vectors: the codec gives none
 MOVING_AREA = 0.0005  # the least moving share of the unmasked picture that is motion
 # after motion the model goes on seeing frames this long: an object that stops is still
@@ -95,6 +102,8 @@ class MotionMeter:
         self._background: np.ndarray | None = None
         self._kept: tuple[Any, tuple[int, int], np.ndarray] | None = None  # masks, size, cells
         self._without = 0  # predicted frames in a row that came without vectors
+        self._patches: np.ndarray | None = None  # the last predicted frame's moved patches
+        self._patches_at: float | None = None  # and its time (pts)
 
     @property
     def wants_vectors(self) -> bool:
@@ -106,6 +115,7 @@ class MotionMeter:
         export = getattr(decoder, "export_motion", None)
         if export is not None:
             export(self.wants_vectors)
+        self._patches = None  # a new connection's frames follow nothing of the last one's
 
     def measure(self, picture: DecodedPicture) -> float | None:
         """The moving share of the unmasked picture (0..1), from what its decoder gave (or
@@ -121,7 +131,7 @@ class MotionMeter:
         if self.wants_vectors and given is not None:
             if given.vectors is not None:
                 self._without = 0
-                return self._vectors(size, given.vectors)
+                return self._vectors(size, given.vectors, picture.pts)
             if given.key:
                 return None
             self._without += 1
@@ -168,13 +178,15 @@ class MotionMeter:
         cv2.accumulateWeighted(thumb, background, BACKGROUND_RATE)
         return float(moving.sum()) / max(1, int(cells.sum()))
 
-    def _vectors(self, size: tuple[int, int], vectors: np.ndarray) -> float:
+    def _vectors(self, size: tuple[int, int], vectors: np.ndarray, pts: float | None) -> float:
         """The share of the unmasked 16-pixel blocks that moved, counting only those in a 3x3
-        patch of moved blocks: a noisy sensor gives the encoder small vectors scattered over
-        a still picture, an object a patch of them."""
+        patch of moved blocks near one of the frame before (``NEAR``): a noisy sensor gives
+        the encoder small vectors scattered over a still picture, an object a patch of them
+        frame after frame."""
         rows, cols = (size[1] + BLOCK - 1) // BLOCK, (size[0] + BLOCK - 1) // BLOCK
         cells = self._cells(size, (rows, cols))
         if not len(vectors):
+            self._patches = None
             return 0.0
         scale = np.maximum(vectors["motion_scale"].astype(np.float32), 1.0)
         least = VECTOR_MIN_PX * max(1.0, size[0] / VECTOR_WIDTH)
@@ -183,7 +195,15 @@ class MotionMeter:
         grid[np.clip(vectors["dst_y"][moved] // BLOCK, 0, rows - 1),
              np.clip(vectors["dst_x"][moved] // BLOCK, 0, cols - 1)] = 1
         patches = cv2.morphologyEx(grid & cells, cv2.MORPH_OPEN, PATCH)
-        return float(patches.sum()) / max(1, int(cells.sum()))
+        before, self._patches = self._patches, patches
+        since, self._patches_at = self._patches_at, pts
+        if before is None or before.shape != patches.shape:
+            return 0.0
+        gap = 1.0 if pts is None or since is None else max(1.0, (pts - since) * NEAR_FPS)
+        reach = min(MOST, math.ceil(NEAR * max(1.0, size[0] / VECTOR_WIDTH) * gap))
+        near = cv2.dilate(before, np.ones((2 * reach + 1, 2 * reach + 1), np.uint8))
+        confirmed = np.count_nonzero(np.logical_and(patches, near))
+        return float(confirmed) / max(1, int(cells.sum()))
 
 
 def _luma(image: Any) -> np.ndarray:

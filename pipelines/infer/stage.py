@@ -138,6 +138,9 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
                 self.on_batch(size)
         return fresh
 
+    def inline(self, items: list[Batch | Frame]) -> bool:
+        return all(_skipped(item) for item in items)
+
     def process(self, items: list[Batch | Frame]) -> Inferred:
         items, passed = _fold_skipped(items)
         if not items:

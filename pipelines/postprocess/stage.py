@@ -78,6 +78,9 @@ class PostprocessStage(Stage[Batch | Frame, Result]):
         self.postprocessor = postprocessor
         self.keep_images = keep_images
 
+    def inline(self, items: list[Batch | Frame]) -> bool:
+        return isinstance(items[0], Frame)  # a skipped frame, passed on without boxes
+
     def process(self, items: list[Batch | Frame]) -> Decoded:
         (batch,) = items
         if isinstance(batch, Frame):

@@ -36,6 +36,9 @@ class PreprocessStage(Stage[Frame, Batch | Frame]):
                          worker_name=f"preprocess-{stream_id}", take_at_once=TAKE_AT_ONCE)
         self.preprocessor = preprocessor
 
+    def inline(self, items: list[Frame]) -> bool:
+        return all(frame.skipped for frame in items)
+
     def process(self, items: list[Frame]) -> list[Batch | Frame]:
         """A Batch of one per frame (the inference stage batches across streams)."""
         out: list[Batch | Frame] = []

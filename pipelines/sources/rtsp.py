@@ -3,15 +3,14 @@
 A camera reboots, a switch flaps, a server restarts: the source notices (an error, a read that
 times out, or no video for ``stall_timeout_s``), closes the connection, waits a capped,
 jittered, exponentially growing delay and connects again, for as long as it takes (or
-``max_attempts`` consecutive failures). Each connection is a new ``epoch``, so the decode stage
-makes a new decoder for it: the stream may come back with other parameters. The other streams of
-the pipeline never notice; the outage shows in ``status`` (``pipelines.sources.status``: the
+``max_attempts`` consecutive failures). Each connection is a new ``epoch``: the decode stage
+makes a new decoder for it. The outage shows in ``status`` (``pipelines.sources.status``: the
 state, and past ``down_after_s`` why it is down, in words, the attempts and the next retry),
-``reconnects`` and the callbacks. A failure that repeats is logged when the state changes and
-summarised now and then, not at every retry.
+``reconnects`` and the callbacks; a failure that repeats is logged when the state changes.
 
-Like every source it only demuxes, on the decode stage's thread, and starts no thread itself.
-The URL's credentials never leave this object: logs and ``repr`` show ``redact(url)``.
+It demuxes on the decode stage's thread; a TCP connection goes through an ``RtspGuard``
+(its relay thread holds the address policy on every connection and redirect). The URL's
+credentials never leave this object: logs and ``repr`` show ``redact(url)``.
 """
 
 from __future__ import annotations
@@ -25,22 +24,26 @@ from typing import Any
 
 import av
 
-from pipelines.errors import ConfigError, SourceError, StreamLost
+from pipelines.errors import SourceError, StreamLost
+from pipelines.sources.address import AddressPolicy, AddressRefused
 from pipelines.sources.backoff import Backoff
 from pipelines.sources.clock import ArrivalClock
+from pipelines.sources.guard import RtspGuard, open_guarded
 from pipelines.sources.media import METADATA_ERRORS
+from pipelines.sources.settings import check_settings
 from pipelines.sources.status import (
     FailureKind,
     SourceState,
     SourceStatus,
     StatusKeeper,
     describe_failure,
+    failure_reason,
 )
 from pipelines.sources.url import redact, redact_text, validate_rtsp_url
 
 log = logging.getLogger(__name__)
 
-TRANSPORTS = ("tcp", "udp", "udp_multicast", "http", "https")
+STABLE_S = 10.0  # a connection up this long resets the backoff; a shorter one lets it grow
 
 
 class RtspSource:
@@ -58,13 +61,16 @@ class RtspSource:
                  down_after_s: float = 5.0,
                  on_state: Callable[[str], None] | None = None,
                  on_reconnect: Callable[[], None] | None = None,
-                 rng_seed: int | None = None) -> None:
+                 rng_seed: int | None = None, policy: AddressPolicy | None = None) -> None:
+        """``policy``: the addresses and redirects each connection may reach (TCP only: the
+        connection goes through an ``RtspGuard``); any address, 3 redirects by default."""
         self._url = validate_rtsp_url(url)
         self.url = redact(url)  # the only form that is shown anywhere
-        _check_settings(self.url, stream_id, transport, max_attempts,
+        self.policy = policy or AddressPolicy(allow_idn=True)  # `vidpipe run`: any host
+        check_settings(self.url, stream_id, transport, max_attempts,
                         {"open timeout": open_timeout_s, "read timeout": read_timeout_s,
                          "stall timeout": stall_timeout_s, "probe time": probe_s,
-                         "down after": down_after_s})
+                         "down after": down_after_s}, self.policy)
         self.stream_id = stream_id
         self.transport = transport
         # A read that waits longer than the stall timeout is a stall too: "no packet at all for
@@ -82,6 +88,8 @@ class RtspSource:
         self.epoch = 0
         self.reconnects = 0
         self._container: Any = None  # av.container.InputContainer of the current connection
+        self._guard: RtspGuard | None = None  # the relay of the current TCP connection
+        self._up_at = 0.0  # when the current connection came up
         self._demuxer: Iterator[av.Packet] | None = None
         self._video: Any = None
         self._ever_up = False
@@ -121,7 +129,8 @@ class RtspSource:
                     return
                 if delivered:
                     failures = 0
-                    self.backoff.reset()
+                    if time.monotonic() - self._up_at >= STABLE_S:  # a camera that drops each
+                        self.backoff.reset()  # connection at once is not called again at once
                 else:
                     failures += 1
                     if self.max_attempts is not None and failures >= self.max_attempts:
@@ -148,9 +157,8 @@ class RtspSource:
     @property
     def fps(self) -> float:
         """The frame rate the camera declares (30 where it declares none)."""
-        rate = None if self._video is None else (self._video.average_rate
-                                                   or self._video.guessed_rate)
-        return float(rate) if rate else 30.0
+        video = self._video
+        return float(video and (video.average_rate or video.guessed_rate) or 30.0)
 
     def _connection(self) -> Generator[av.Packet, None, int]:
         """One connection's video packets; returns how many it delivered (0: it failed)."""
@@ -180,10 +188,11 @@ class RtspSource:
         except (StreamLost, av.FFmpegError, OSError) as e:
             if delivered:
                 log.warning("%s: stream lost after %d packets: %s", self.url, delivered,
-                            _reason(e))
-                self.keeper.lost(f"lost after {delivered} packets: {_reason(e)}")
+                            failure_reason(e))
+                self.keeper.lost(f"lost after {delivered} packets: {failure_reason(e)}")
             else:
-                self.keeper.failed("error", f"connected, but no video arrived ({_reason(e)})",
+                why = failure_reason(e)
+                self.keeper.failed("error", f"connected, but no video arrived ({why})",
                                    ever_up=self._ever_up)
             return delivered
         finally:
@@ -199,21 +208,25 @@ class RtspSource:
                 return "error", "closed"
             began = time.monotonic()
             try:
-                container = av.open(self._url, options=options, timeout=self.timeouts,
-                                    metadata_errors=METADATA_ERRORS)
+                container = self._connect(options)
+            except AddressRefused as e:
+                log.debug("%s: refused: %s", self.url, e)
+                return "error", redact_text(str(e))
             except (av.FFmpegError, OSError) as e:
-                log.debug("%s: cannot connect: %s", self.url, _reason(e))
+                log.debug("%s: cannot connect: %s", self.url, failure_reason(e))
                 kind, words = describe_failure(e, self._url, timeout_s=self.timeouts[0],
                                                waited_s=time.monotonic() - began)
                 return kind, redact_text(words)
-            if self._closing.is_set() or not container.streams.video:
-                container.close()
-                if self._closing.is_set():
-                    return "error", "closed"
-                return "error", "the stream has no video track"
-            self._container, self._video = container, container.streams.video[0]
-            self._demuxer = container.demux()  # every track: stall means no *video*
-            self._clock.reset()
+            self._container = container  # released with its guard as any connection is
+            problem = "closed" if self._closing.is_set() else (
+                None if container.streams.video else "the stream has no video track")
+            if problem is None:
+                self._video, self._up_at = container.streams.video[0], time.monotonic()
+                self._demuxer = container.demux()  # every track: stall means no *video*
+                self._clock.reset()
+        if problem is not None:
+            self._release()
+            return "error", problem
         self.epoch += 1
         if self._ever_up:
             self.reconnects += 1
@@ -223,6 +236,19 @@ class RtspSource:
         self._ever_up = True
         self.keeper.up()
         return None
+
+    def _connect(self, options: dict[str, str]) -> Any:
+        """FFmpeg's connection to the camera: over TCP through a guard (the policy held on
+        it and on each redirect), otherwise as it is."""
+        def open_url(url: str) -> Any:
+            return av.open(url, options=options, timeout=self.timeouts,
+                           metadata_errors=METADATA_ERRORS)
+
+        if self.transport != "tcp" or self._url.startswith("rtsps:"):
+            return open_url(self._url)  # TLS end to end, or FFmpeg's own UDP or HTTP
+        container, self._guard = open_guarded(self._url, self.policy, self.timeouts[0],
+                                              open_url)
+        return container
 
     def _read(self) -> av.Packet | None:
         """The next packet of any track; None once closing. A demuxer that ends (FFmpeg yields
@@ -238,12 +264,11 @@ class RtspSource:
     def _release(self) -> None:
         """Close the current connection, if any. Idempotent."""
         with self._io:
-            demuxer, container = self._demuxer, self._container
-            self._demuxer = self._container = None
-            if demuxer is not None:
-                demuxer.close()  # type: ignore[attr-defined]
-            if container is not None:
-                container.close()
+            held: list[Any] = [self._demuxer, self._container, self._guard]
+            self._demuxer = self._container = self._guard = None
+            for part in held:  # the demuxer first, the guard's relay last
+                if part is not None:
+                    part.close()
 
     def describe(self) -> str:
         return f"{self.stream_id}: {self.url} over {self.transport}, {self.state}"
@@ -271,25 +296,3 @@ class RtspSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _check_settings(shown: str, stream_id: str, transport: str, max_attempts: int | None,
-                    seconds: dict[str, float]) -> None:
-    """Refuse settings that cannot work, naming the allowed values (and never the password)."""
-    if "://" in stream_id and redact(stream_id) != stream_id:
-        # the stream id becomes a metric label and an API key: it must not carry credentials
-        raise ConfigError(f"stream id {redact(stream_id)!r} holds credentials; name the stream "
-                          "instead (e.g. 'lobby')")
-    if transport not in TRANSPORTS:
-        raise ConfigError(f"{shown}: transport must be one of {TRANSPORTS}, got {transport!r}")
-    for name, value in seconds.items():
-        if value <= 0:
-            raise ConfigError(f"{shown}: {name} must be > 0 s, got {value}")
-    if max_attempts is not None and max_attempts < 1:
-        raise ConfigError(f"{shown}: max attempts must be >= 1 or None, got {max_attempts}")
-
-
-def _reason(error: BaseException) -> str:
-    """An error as one line, with any URL in it redacted (FFmpeg quotes the URL it opened)."""
-    text = getattr(error, "strerror", None) or str(error) or type(error).__name__
-    return redact_text(f"{type(error).__name__}: {text}")

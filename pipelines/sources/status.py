@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 import av
 
+from pipelines.sources.url import redact_text
+
 log = logging.getLogger("pipelines.sources.rtsp")  # the camera's lines, under its source's name
 
 SourceState = Literal["connecting", "up", "reconnecting", "unreachable", "error", "stopped",
@@ -164,3 +166,9 @@ def _first_line(error: BaseException) -> str:
     """The error's own words, without the URL FFmpeg appends (it may hold a password)."""
     text = getattr(error, "strerror", None) or str(error) or type(error).__name__
     return str(text).splitlines()[0].split(": '")[0]
+
+
+def failure_reason(error: BaseException) -> str:
+    """An error as one line, with any URL in it redacted (FFmpeg quotes the URL it opened)."""
+    text = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return redact_text(f"{type(error).__name__}: {text}")

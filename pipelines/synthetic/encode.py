@@ -14,12 +14,18 @@ ProgressFn = Callable[[int, int], None]
 
 def encode(path: Path, frames: Iterable[np.ndarray], *, fps: int, size: tuple[int, int],
            codec: str, total: int, progress: ProgressFn | None = None,
-           camera_like: bool = False) -> None:
-    """Encode RGB frames to an MP4, flushing the encoder so that no delayed frame is lost."""
+           camera_like: bool = False, max_kbps: int | None = None) -> None:
+    """Encode RGB frames to an MP4, flushing the encoder so that no delayed frame is lost.
+    ``max_kbps`` caps the bitrate, as a camera's "variable bitrate, at most" setting does
+    (x264's quality target then gives way where the cap binds: a noisy picture)."""
     options = _encoder_options(codec)
     if camera_like and codec == "h264":
         options["tune"] = "zerolatency"
         options["g"] = str(2 * fps)  # cameras send a key frame every 1-2 s, x264 every 250
+    if max_kbps is not None:
+        if codec != "h264":
+            raise ValueError(f"a bitrate cap is made for h264 only, not {codec}")
+        options.update(maxrate=f"{max_kbps}k", bufsize=f"{2 * max_kbps}k")  # 2 s of buffer
     with av.open(str(path), "w") as container:
         stream = container.add_stream(ENCODERS[codec], rate=fps, options=options)
         if not isinstance(stream, av.VideoStream):  # cannot happen; tells the type checker

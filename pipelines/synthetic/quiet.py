@@ -26,6 +26,10 @@ VISITOR_HEIGHT = (0.72, 0.9)  # of the frame's: where the shipped person detecto
 CLOCK_BOX = (0.78, 0.02, 0.99, 0.12)  # the clock overlay (x1, y1, x2, y2), of the frame
 SWAY_BOX = (0.0, 0.7, 0.18, 1.0)  # the swaying texture, of the frame
 GRAINS = 16  # planes of sensor noise a clip's frames pick from
+# A camera's bitrate cap, in bits per pixel and frame: 518 kbit/s for a 640x360@15 sub-stream,
+# 4.1 Mbit/s for a 1280x720@30 main stream, about what cameras ship with (512 kbit/s, 2-4
+# Mbit/s); uncapped, x264 spends 2.3 Mbit/s on the sub-stream's sensor noise.
+CAMERA_BITS_PER_PIXEL = 0.15
 
 @dataclass(frozen=True, slots=True)
 class Visit:
@@ -137,11 +141,11 @@ def render_quiet_frame(backdrop: np.ndarray, visits: list[Visit], t: float, *,
 
 def make_quiet_clip(path: Path, *, seconds: float = 60.0, fps: int = 15,
                     size: tuple[int, int] = (640, 360), seed: int = 0, active: float = 0.2,
-                    noise: float = 3.0, clock: bool = True,
+                    noise: float = 3.0, clock: bool = True, capped: bool = True,
                     progress: ProgressFn | None = None) -> Path:
-    """Write a quiet camera's clip (H.264, a key frame every 2 s, as cameras send) and its
-    truth: the visits (seconds), the distractors' boxes (pixels; null without ``clock``)
-    and the size."""
+    """Write a quiet camera's clip (H.264, a key frame every 2 s and, if ``capped``, the
+    bitrate held to a camera's, as cameras send) and its truth: the visits (seconds), the
+    distractors' boxes (pixels; null without ``clock``), the size and the bitrate cap."""
     path = Path(path)
     frame_count = frame_count_of(seconds, fps, size)
     visits = plan_visits(seconds, seed, active)
@@ -154,9 +158,11 @@ def make_quiet_clip(path: Path, *, seconds: float = 60.0, fps: int = 15,
     frames = (render_quiet_frame(backdrop, visits, i / fps, clock=clock,
                                  grain=grains[int(rng.integers(GRAINS))])
               for i in range(frame_count))
+    max_kbps = round(CAMERA_BITS_PER_PIXEL * size[0] * size[1] * fps / 1000) if capped else None
     encode(path, frames, fps=fps, size=size, codec="h264", total=frame_count,
-           progress=progress, camera_like=True)
+           progress=progress, camera_like=True, max_kbps=max_kbps)
     truth = {"clip": path.name, "fps": fps, "width": size[0], "height": size[1],
+             "max_kbps": max_kbps,
              "frame_count": frame_count, "seconds": seconds,
              "clock_box": list(box_of(CLOCK_BOX, size)) if clock else None,
              "sway_box": list(box_of(SWAY_BOX, size)) if clock else None,

@@ -3,6 +3,7 @@ known line crossings gives exactly those events, in order; a broker stopped for 
 and started again loses nothing that was accepted, and the pipeline drops no frame."""
 
 import json
+import socket
 import threading
 import time
 from collections import Counter
@@ -18,6 +19,7 @@ from pipelines.analytics.config import AnalyticsConfig, LineConfig, TrackerSetti
 from pipelines.options import PipelineOptions
 from tests.app.test_cli import read_jsonl
 from tests.mqtt_broker import Broker, Subscriber, mosquitto_missing, skip_or_fail
+from tests.support.listener import Listener
 
 PREFIX = "vidpipe-test"
 
@@ -109,3 +111,50 @@ def test_a_broker_away_for_10_s_loses_nothing_and_stops_no_frame(broker, tmp_pat
     assert metrics.events[("mqtt", "dropped")] == 0
     summary = json.loads(outputs.summary.read_text())
     assert summary["streams"]["long"]["outcomes"] == {"processed": 450}  # no frame dropped
+
+
+class Silent(Listener):
+    """A broker that never answers: keeps what each connection sent first."""
+
+    def __init__(self) -> None:
+        self.received: list[bytes] = []
+        super().__init__()
+
+    def answer(self, client: socket.socket) -> None:
+        client.settimeout(1.0)
+        try:
+            self.received.append(client.recv(4096))
+        except OSError:
+            self.received.append(b"")
+
+
+def test_the_broker_is_held_to_allowed_networks_at_each_connection(tmp_path):
+    """Issue 40, item 1: a broker name pointed at an address outside allowed_networks after
+    start (here: loopback, the networks 10/8) gets connections closed before CONNECT, which
+    carries the password — nothing sent; the event waits, then goes to the dead-letter file.
+    Inside the networks, the same client sends its CONNECT."""
+    from ipaddress import ip_network
+
+    from app.outputs.mqtt import MqttEvents
+    from pipelines.events.files import DeadLetters
+    from pipelines.metrics import PipelineMetrics
+
+    metrics = PipelineMetrics()
+    dead = DeadLetters(tmp_path / "dead.jsonl", metrics)
+    event = {"schema": "vidpipe.event/1", "id": "0" * 32, "type": "new", "stream": "cam"}
+    outside = Silent()
+    events = MqttEvents(f"mqtt://user:pw-S3CRET@127.0.0.1:{outside.port}/{PREFIX}", metrics,
+                        dead, networks=[ip_network("10.0.0.0/8")])
+    events.publish(event)
+    time.sleep(2.5)  # paho tries again every 1-4 s
+    events.close(timeout_s=0.5)
+    outside.close()
+    assert outside.received and set(outside.received) == {b""}, outside.received
+    assert [x["event"]["id"] for x in read_jsonl(dead.path)] == [event["id"]]
+    inside = Silent()
+    events = MqttEvents(f"mqtt://user:pw-S3CRET@127.0.0.1:{inside.port}/{PREFIX}", metrics,
+                        dead, networks=[ip_network("127.0.0.0/8")])
+    time.sleep(1.0)
+    events.close(timeout_s=0.2)
+    inside.close()
+    assert inside.received and inside.received[0][:1] == b"\x10"  # CONNECT

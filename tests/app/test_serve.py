@@ -117,12 +117,15 @@ def test_malloc_arenas_are_limited_unless_the_environment_says_otherwise(monkeyp
 
 
 def test_bad_webhook_settings_are_one_line_and_exit_2(tmp_path):
-    """Issue 40, item 3: they crashed the start-up with a traceback and exit 3."""
+    """Issue 40, item 3: they crashed the start-up with a traceback and exit 3 (and a broker
+    outside allowed_networks went unchecked)."""
     cases = [({}, '["https://example.com/hook"]', "need VIDPIPE_WEBHOOK_SECRET set"),
              ({"VIDPIPE_WEBHOOK_SECRET": "s"}, '["ftp://example.com/hook"]',
               "only http:// and https:// URLs"),
              ({"VIDPIPE_WEBHOOK_SECRET": "s"}, '["http://127.0.0.1:9/hook"]',
-              "outside allowed_networks")]
+              "webhook host '127.0.0.1' resolves to 127.0.0.1, outside allowed_networks"),
+             ({}, '[]\n  mqtt: mqtt://user:pw@127.0.0.1:9/v',
+              "MQTT broker host '127.0.0.1' resolves to 127.0.0.1, outside allowed_networks")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIDPIPE_")}
     for extra, webhooks, words in cases:
         config = tmp_path / "service.yaml"

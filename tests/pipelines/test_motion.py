@@ -186,3 +186,34 @@ def test_a_codec_without_vectors_is_measured_on_its_pixels():
     seen = [meter.measure(picture(still(rng))) for _ in range(NO_VECTORS_AFTER + 2)]
     assert seen[:NO_VECTORS_AFTER - 1] == [None] * (NO_VECTORS_AFTER - 1)
     assert meter.mode == "pixels" and seen[-1] is not None and seen[-1] < MOVING_AREA
+
+
+def _vectors(blocks: list[tuple[int, int]], shift: int = 8) -> np.ndarray:
+    """AVMotionVector-like records: each 16-pixel block (column, row) moved ``shift`` px."""
+    kind = np.dtype([("dst_x", np.int16), ("dst_y", np.int16), ("motion_x", np.int32),
+                     ("motion_y", np.int32), ("motion_scale", np.uint16)])
+    out = np.zeros(len(blocks), kind)
+    for i, (col, row) in enumerate(blocks):
+        out[i] = (col * 16 + 8, row * 16 + 8, shift, 0, 1)
+    return out
+
+
+def _moved(meter: MotionMeter, blocks: list[tuple[int, int]]) -> float | None:
+    luma = np.zeros((360, 640), np.uint8)
+    return meter.measure(DecodedPicture(None, 0.0, load=lambda: np.zeros((1, 1, 3), np.uint8),
+                                        motion=MotionInput(luma, _vectors(blocks))))
+
+
+def test_vectors_count_a_patch_that_goes_on_not_one_frames_patch():
+    """A bitrate-capped encoder's vectors on a flat sky: one frame's patch now and then, then
+    none — never motion. An object: a patch moving on frame after frame — motion from its
+    second frame."""
+    meter = MotionMeter("vectors", lambda: [], "cam")
+    patch = [(c, r) for c in range(10, 13) for r in range(2, 5)]
+    flat = [(c, r) for c in range(30, 33) for r in range(15, 18)]
+    assert _moved(meter, patch) == 0.0  # a patch alone, as on the sky
+    assert _moved(meter, [(1, 1)]) == 0.0  # then scattered noise
+    assert _moved(meter, flat) == 0.0  # another lone patch, far from the first
+    walking = [[(c + k, r) for c in range(5, 9) for r in range(10, 15)] for k in range(4)]
+    seen = [_moved(meter, blocks) for blocks in walking]
+    assert seen[0] == 0.0 and all(s is not None and s > 10 * MOVING_AREA for s in seen[1:]), seen

@@ -1,10 +1,11 @@
 """Issue 22's memory checks against a real `vidpipe serve`:
 ``python tests/soak/service_memory.py soak|cycles|body [ARGS]`` (from the repo root).
 
-- ``soak [MINUTES] [STREAMS]`` (30, 4): STREAMS RTSP cameras (GStreamer's server,
-  ``tests/rtsp_fixtures.py``, 640x360 at 15 fps) into one service for MINUTES; the server's RSS
-  and threads sampled every 10 s; prints the least-squares slope in MB/h over all samples after
-  the first two minutes, and over the second half alone.
+- ``soak [MINUTES] [STREAMS] [tracked]`` (30, 4): STREAMS RTSP cameras (GStreamer's server,
+  ``tests/rtsp_fixtures.py``, 640x360 at 15 fps) into one service for MINUTES (``tracked``:
+  each tracked, with events, snapshots and clips); the server's RSS and threads sampled every
+  10 s; prints the least-squares slope in MB/h over all samples after the first two minutes,
+  after five, and over the second half alone.
 - ``cycles [N] [WARMUP]`` (200, 5): one camera kept running while another stream is added
   through the API, run until it has processed a frame, and removed, N times after WARMUP
   cycles; prints RSS and threads before the first cycle, after the warm-up and after the last,
@@ -92,14 +93,15 @@ class Server:
 
 
 @contextmanager
-def serving(streams: list[dict[str, object]]) -> Iterator[Server]:
+def serving(streams: list[dict[str, object]], **settings: object) -> Iterator[Server]:
+    """``settings``: more of the service's config (events, say)."""
     tmp = Path(tempfile.mkdtemp(prefix="vidpipe-memory-"))
     port = free_port()
     config = tmp / "service.yaml"
     config.write_text(json.dumps({"port": port, "model": MODEL, "streams": streams,
                                   "results_dir": str(tmp / "results"),
                                   "state_dir": str(tmp / "state"),
-                                  "results_rotate_mb": 4}))
+                                  "results_rotate_mb": 4, **settings}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIDPIPE_")}
     with (tmp / "service.log").open("w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--config",
@@ -123,17 +125,37 @@ def serving(streams: list[dict[str, object]]) -> Iterator[Server]:
         proc.wait(timeout=60)
 
 
+def add_run_remove(server: Server, body: dict[str, object], k: int) -> None:
+    """Cycle ``k``: the stream ``body`` describes added, run until it has processed a frame,
+    and removed."""
+    sid = str(body["id"])
+    status = server.call("POST", "/api/streams", body)
+    if status != 201:
+        raise SystemExit(f"cycle {k}: POST answered {status}")
+    while server.processed(sid) == 0:
+        time.sleep(0.05)
+    status = server.call("DELETE", f"/api/streams/{sid}")
+    if status != 204:
+        raise SystemExit(f"cycle {k}: DELETE answered {status}")
+
+
 def slope_mb_per_h(samples: list[tuple[float, float]]) -> float:
     t, rss = np.array(samples).T
     return float(np.polyfit(t / 3600.0, rss, 1)[0])
 
 
-def soak(minutes: float, count: int) -> None:
+def soak(minutes: float, count: int, tracked: bool = False) -> None:
     with RtspServers() as servers:
         cams = [servers.start(path=f"/cam{k}", **CAMERA) for k in range(count)]
         streams: list[dict[str, object]] = [{"url": c.url, "id": f"cam{k}"}
                                             for k, c in enumerate(cams)]
-        with serving(streams) as server:
+        settings: dict[str, object] = {}
+        if tracked:
+            for stream in streams:
+                stream["track"] = "bytetrack"
+            settings["events"] = {"snapshots": True, "clips": {},
+                                  "media_dir": tempfile.mkdtemp(prefix="vidpipe-soak-media-")}
+        with serving(streams, **settings) as server:
             began = time.monotonic()
             samples: list[tuple[float, float]] = []
             threads: list[int] = []
@@ -151,6 +173,9 @@ def soak(minutes: float, count: int) -> None:
     warm = [s for s in samples if s[0] >= 300]
     half = [s for s in samples if s[0] >= minutes * 30]
     print(f"{len(streams)} cameras for {minutes:.0f} min, processed {done}")
+    if tracked:
+        media = Path(str(settings["events"]["media_dir"]))  # type: ignore[index]
+        print(f"events media: {sum(1 for p in media.rglob('*') if p.is_file())} files")
     print(f"RSS {samples[0][1]:.1f} MB at start, {settled[0][1]:.1f} at 2 min, "
           f"{warm[0][1]:.1f} at 5 min, {samples[-1][1]:.1f} at the end, max "
           f"{max(r for _, r in samples):.1f}; threads {min(threads)}-{max(threads)}")
@@ -174,14 +199,7 @@ def cycles(count: int, warmup: int) -> None:
             for k in range(warmup + count):
                 if k == warmup:
                     warm, names = server.status(), thread_names(server.proc.pid)
-                status = server.call("POST", "/api/streams", {"url": cycled.url, "id": "cycled"})
-                if status != 201:
-                    raise SystemExit(f"cycle {k}: POST answered {status}")
-                while server.processed("cycled") == 0:
-                    time.sleep(0.05)
-                status = server.call("DELETE", "/api/streams/cycled")
-                if status != 204:
-                    raise SystemExit(f"cycle {k}: DELETE answered {status}")
+                add_run_remove(server, {"url": cycled.url, "id": "cycled"}, k)
                 if (k - warmup + 1) % 50 == 0 and k >= warmup:
                     rss, threads = server.status()
                     print(f"after {k - warmup + 1} cycles: RSS {rss:.1f} MB, threads {threads}",
@@ -248,7 +266,8 @@ def body() -> None:
 if __name__ == "__main__":
     mode, *args = sys.argv[1:] or ["soak"]
     if mode == "soak":
-        soak(float(args[0]) if args else 30.0, int(args[1]) if len(args) > 1 else 4)
+        soak(float(args[0]) if args else 30.0, int(args[1]) if len(args) > 1 else 4,
+             len(args) > 2 and args[2] == "tracked")
     elif mode == "cycles":
         cycles(int(args[0]) if args else 200, int(args[1]) if len(args) > 1 else 5)
     elif mode == "body":

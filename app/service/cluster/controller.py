@@ -19,7 +19,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 
 from app.errors import UnknownStream, WorkersFixed, WorkerUnavailable
-from app.outputs.event_outputs import check_webhooks
+from app.outputs.event_outputs import check_event_outputs
 from app.service.cluster.merge import merged_stats
 from app.service.cluster.metrics import ClusterCollector, ClusterView
 from app.service.cluster.placement import place
@@ -87,7 +87,7 @@ class Cluster:
         except ImportError:
             raise ConfigError("workers and ray_address need Ray: pip install "
                               "'vidpipe[ray]'") from None
-        await asyncio.to_thread(check_webhooks, self.config.events.webhooks,
+        await asyncio.to_thread(check_event_outputs, self.config.events,
                                 self.config.allowed_networks, self.config.allow_idn_hosts)
         count = self.pool.join(ray)
         for worker in await asyncio.gather(*(self.pool.start() for _ in range(count))):
