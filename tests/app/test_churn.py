@@ -15,7 +15,10 @@ WARMUP = 2
 
 
 def _held() -> tuple[int, int]:
-    return threading.active_count(), len(os.listdir("/proc/self/fd"))
+    """This process's threads (but the event loop's default executor's, which grows to its
+    size on demand) and open files."""
+    threads = [t for t in threading.enumerate() if not t.name.startswith("asyncio_")]
+    return len(threads), len(os.listdir("/proc/self/fd"))
 
 
 def test_add_remove_cycles_give_back_threads_and_open_files(media_root, tmp_path):
@@ -31,6 +34,14 @@ def test_add_remove_cycles_give_back_threads_and_open_files(media_root, tmp_path
             wait_for(lambda: 'vidpipe_frames_total{outcome="processed",stream="cycled"}'
                      in client.get("/metrics").text)
             assert client.delete("/api/streams/cycled").status_code == 204
-        after = wait_for(lambda: (held := _held()) <= (before[0], before[1] + 1) and held)
+        try:
+            after = wait_for(lambda: _fits(before, held := _held()) and held)
+        except AssertionError:
+            after = _held()
         assert client.get("/api/streams/keep").json()["state"] == "up"
-    assert after[0] <= before[0] and after[1] <= before[1] + 1, (before, after)
+    assert _fits(before, after), (before, after, [t.name for t in threading.enumerate()])
+
+
+def _fits(before: tuple[int, int], after: tuple[int, int]) -> bool:
+    """No thread more, and at most 2 more open files (the issue's bound is 4)."""
+    return after[0] <= before[0] and after[1] <= before[1] + 2
