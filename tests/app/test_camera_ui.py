@@ -199,7 +199,8 @@ def test_the_review_pages_through_events_and_plays_a_clip(page, service):
     cut = datetime.fromisoformat(first_page[10].replace("Z", "+00:00")).replace(microsecond=0)
     since = cut.astimezone(ZoneInfo(LOCAL_ZONE)).strftime("%Y-%m-%dT%H:%M:%S")
     page.goto(f"{base}/review.html?type=end&stream=cam&since={since}")
-    expect(page.get_by_test_id("filter-since")).to_have_value(since)
+    shown = since.removesuffix(":00")  # the browser's value drops a minute's :00 seconds
+    expect(page.get_by_test_id("filter-since")).to_have_value(shown)
     expect(page.get_by_test_id("page-info")).to_contain_text(f"since {since}")
     ranged = rows.evaluate_all("rows => rows.map(r => r.dataset.time)")
 

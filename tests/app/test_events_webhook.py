@@ -43,7 +43,7 @@ class Receiver:
                 if receiver.hang:
                     time.sleep(5)
                     return
-                receiver.hold.wait(30)
+                receiver.hold.wait(120)  # a loaded machine may take its time
                 status = receiver.answers.pop(0) if receiver.answers else 200
                 receiver.requests.append((dict(self.headers), body, status))
                 self.send_response(status)
