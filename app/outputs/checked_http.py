@@ -7,8 +7,6 @@ handshake)."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
-from ipaddress import IPv4Network, IPv6Network, ip_address
 from typing import Any
 
 import requests
@@ -16,7 +14,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-Networks = Sequence[IPv4Network | IPv6Network]
+from pipelines.sources.address import AddressPolicy, Networks
 
 
 class AddressRefused(OSError):
@@ -28,7 +26,7 @@ def check_peer(sock: socket.socket | None, networks: Networks) -> None:
     if sock is None:
         return
     address = str(sock.getpeername()[0]).split("%")[0]
-    if not any(ip_address(address) in net for net in networks):
+    if not AddressPolicy(networks).allows(address):
         sock.close()
         raise AddressRefused(f"connected to {address}, outside allowed_networks")
 
