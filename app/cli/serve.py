@@ -3,6 +3,7 @@ cluster. The config is read and checked here; the service itself is imported whe
 
 from __future__ import annotations
 
+import faulthandler
 import importlib.util
 import logging
 from pathlib import Path
@@ -41,6 +42,7 @@ def serve(
     from app.malloc import limit_malloc_arenas
 
     limit_malloc_arenas()  # before any stream's threads: see app/malloc.py
+    faulthandler.enable()  # a native crash (FFmpeg, a runtime) logs each thread's stack
     configure_logging(log_level)
     with failing_cleanly():
         from app.service.config import load_config

@@ -15,7 +15,7 @@ from pathlib import Path
 import av
 
 from pipelines.errors import SourceError
-from pipelines.sources.media import METADATA_ERRORS
+from pipelines.sources.media import METADATA_ERRORS, VideoFacts
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +55,27 @@ class FileSource:
         if self.video.codec_context is None or self.video.codec_context.width == 0:
             self._container.close()
             raise SourceError(f"{self.path}: the video stream has no decodable picture size")
+        self.facts = VideoFacts.of(self.video)  # what other threads read: never the container
         self._closed = False
         self._closing = threading.Event()
         self._reader: threading.Thread | None = None
 
     @property
     def size(self) -> tuple[int, int]:
-        return self.video.codec_context.width, self.video.codec_context.height
+        return self.facts.width, self.facts.height
 
     @property
     def fps(self) -> float:
-        rate = self.video.average_rate or self.video.guessed_rate or Fraction(30)
-        return float(rate)
+        return self.facts.fps
 
     @property
     def frame_count(self) -> int | None:
         """Frames the container declares, or None when it does not say."""
-        return int(self.video.frames) or None
+        return self.facts.frames
 
     @property
     def time_base(self) -> Fraction:
-        return self.video.time_base or Fraction(1, 90_000)
+        return self.facts.time_base
 
     def packets(self) -> Iterator[av.Packet]:
         """Packets of the video stream, ending with the flush packet. A container that breaks
@@ -103,7 +103,7 @@ class FileSource:
     def describe(self) -> str:
         w, h = self.size
         count = self.frame_count
-        return (f"{self.path.name}: {self.video.codec_context.name} {w}x{h} "
+        return (f"{self.path.name}: {self.facts.codec} {w}x{h} "
                 f"{self.fps:.2f} fps, {count if count is not None else 'unknown'} frames")
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ from pipelines.sources.address import AddressPolicy, AddressRefused
 from pipelines.sources.backoff import Backoff
 from pipelines.sources.clock import ArrivalClock
 from pipelines.sources.guard import RtspGuard, open_guarded
-from pipelines.sources.media import METADATA_ERRORS
+from pipelines.sources.media import DEFAULT_FPS, METADATA_ERRORS, VideoFacts
 from pipelines.sources.settings import check_settings
 from pipelines.sources.status import (
     FailureKind,
@@ -91,7 +91,8 @@ class RtspSource:
         self._guard: RtspGuard | None = None  # the relay of the current TCP connection
         self._up_at = 0.0  # when the current connection came up
         self._demuxer: Iterator[av.Packet] | None = None
-        self._video: Any = None
+        self._video: Any = None  # the reader's own; other threads read ``facts``
+        self.facts: VideoFacts | None = None  # the last connection's, kept while it is down
         self._ever_up = False
         self._reader: threading.Thread | None = None  # the thread that iterates packets()
         self._io = threading.Lock()  # around every call into the container
@@ -157,8 +158,7 @@ class RtspSource:
     @property
     def fps(self) -> float:
         """The frame rate the camera declares (30 where it declares none)."""
-        video = self._video
-        return float(video and (video.average_rate or video.guessed_rate) or 30.0)
+        return self.facts.fps if self.facts is not None else DEFAULT_FPS
 
     def _connection(self) -> Generator[av.Packet, None, int]:
         """One connection's video packets; returns how many it delivered (0: it failed)."""
@@ -222,6 +222,7 @@ class RtspSource:
                 None if container.streams.video else "the stream has no video track")
             if problem is None:
                 self._video, self._up_at = container.streams.video[0], time.monotonic()
+                self.facts = VideoFacts.of(self._video)
                 self._demuxer = container.demux()  # every track: stall means no *video*
                 self._clock.reset()
         if problem is not None:
@@ -265,7 +266,7 @@ class RtspSource:
         """Close the current connection, if any. Idempotent."""
         with self._io:
             held: list[Any] = [self._demuxer, self._container, self._guard]
-            self._demuxer = self._container = self._guard = None
+            self._demuxer = self._container = self._guard = self._video = None
             for part in held:  # the demuxer first, the guard's relay last
                 if part is not None:
                     part.close()

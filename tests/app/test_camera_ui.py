@@ -117,7 +117,7 @@ def test_a_line_drawn_with_the_mouse_counts_and_its_crossings_are_reviewed(page,
     expect(page.get_by_test_id("shape-gate")).to_be_visible()
     expect(page.get_by_test_id("save-message")).to_have_text("not saved yet")
     page.get_by_test_id("save").click()
-    expect(page.get_by_test_id("save-message")).to_contain_text("saved", timeout=5_000)
+    expect(page.get_by_test_id("save-message")).to_contain_text("saved: ", timeout=10_000)
     shown = get_json(f"{base}/api/streams/cam")["analytics"]["lines"]
     assert [(line["name"], line["points"]) for line in shown] == [("gate", [160, 4, 160, 188])]
 
@@ -149,7 +149,7 @@ def test_a_line_drawn_with_the_mouse_counts_and_its_crossings_are_reviewed(page,
     _clicks(page, [(200, 150), (240, 150), (240, 180)])
     page.keyboard.press("Enter")  # closes it too
     page.get_by_test_id("save").click()
-    expect(page.get_by_test_id("save-message")).to_contain_text("saved", timeout=5_000)
+    expect(page.get_by_test_id("save-message")).to_contain_text("saved: ", timeout=10_000)
     stream = get_json(f"{base}/api/streams/cam")
     assert stream["analytics"]["lines"][0]["points"] == [160, 4, 150, 188]
     assert [(z["name"], z["polygon"]) for z in stream["analytics"]["zones"]] == [

@@ -146,9 +146,13 @@ def serving(clip: Path, tmp_path: Path, token: str | None = None,
             time.sleep(0.2)
         yield base, served
     finally:
+        died = proc.poll()  # a service that died under the tests is their failure
         proc.send_signal(signal.SIGTERM)  # drains the streams, as in production
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    if died is not None:
+        pytest.fail(f"the service died (exit {died}) under the tests:\n"
+                    f"{log_path.read_text()[-6000:]}")

@@ -113,7 +113,7 @@ async function loadCameras() {
   }
   if (!r.ok) return;
   const select = $('filters').elements.stream;
-  const chosen = filters().stream;
+  const chosen = select.value || filters().stream; // what the user chose meanwhile stays
   const ids = (await r.json()).map((s) => s.id);
   if (chosen && !ids.includes(chosen)) ids.push(chosen); // a removed camera's events stay
   select.replaceChildren(el('option', '', 'all'), ...ids.map((id) => el('option', '', id)));
@@ -147,7 +147,7 @@ function init() {
   $('filters').addEventListener('reset', () => setTimeout(() => onFilter(new Event('submit')), 0));
   $('newest').addEventListener('click', () => { pages = []; show(null); });
   window.addEventListener('popstate', () => { fillForm(); pages = []; show(null); });
-  loadCameras().then(fillForm);
+  loadCameras(); // sets only the camera list: what was typed meanwhile stays
   show(null);
 }
 
