@@ -11,6 +11,7 @@ sink delivers what it holds (or dead-letters it) before the service exits.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -93,14 +94,18 @@ class ServiceEvents:
         """The stream's EventSink among its outputs; its packet ring where clips are on and
         the stream is tracked from the start (one given a tracker later has no clips)."""
         ring = self.ring() if tracked else None
+        held = weakref.ref(stream)  # the stream holds its sink: a strong ref would be a cycle
+
+        def fps(_: str) -> float:
+            source = getattr(held(), "source", None)
+            return float(getattr(source, "fps", 0) or 30.0)
 
         def lost_s(_: str) -> float:
-            track = stream.analytics.config.track if stream.analytics is not None else None
+            analytics = getattr(held(), "analytics", None)
+            track = analytics.config.track if analytics is not None else None
             return (track.lost_frames if track is not None else 30) / 30.0
 
-        stream.outputs.events = self.sink(
-            stream.id, spec, lambda _: float(getattr(stream.source, "fps", 0) or 30.0),
-            lost_s, ring)
+        stream.outputs.events = self.sink(stream.id, spec, fps, lost_s, ring)
         return ring
 
     def close(self) -> None:

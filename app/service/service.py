@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -166,14 +167,19 @@ class Service:
 
     def _opener(self, stream: StreamState,
                 ring: PacketRing | None = None) -> Callable[[Any, str], Any]:
-        # A source reports from its decode thread; the service's state lives on the loop.
+        # A source reports from its decode thread; the service's state lives on the loop. It
+        # holds its stream weakly: stream -> source -> stream was a cycle that kept a removed
+        # stream's decoder, pictures and sockets until the collector's next full pass.
         loop = asyncio.get_running_loop()
+        held = weakref.ref(stream)
 
         def on_state(state: str) -> None:
-            loop.call_soon_threadsafe(self._set_state, stream, state)
+            if (still := held()) is not None:
+                loop.call_soon_threadsafe(self._set_state, still, state)
 
         def on_reconnect() -> None:
-            loop.call_soon_threadsafe(self._count_reconnect, stream)
+            if (still := held()) is not None:
+                loop.call_soon_threadsafe(self._count_reconnect, still)
 
         return source_opener(stream, self.config, ring, on_state=on_state,
                              on_reconnect=on_reconnect)
