@@ -3,6 +3,7 @@
     vidpipe run clip.mp4                 detect with the shipped person model, print the figures
     vidpipe run a.mp4 b.mp4 --annotate   several streams at once, batched together
     vidpipe demo                         make the demo clip and run on it
+    vidpipe replay run/ --line a=...     a run's counting again, other lines, in seconds
     vidpipe serve --config service.yaml  the service: API, dashboard, /metrics
     vidpipe bench --quick                the pipeline against the hand-written loop
     vidpipe profile clip.mp4             the bottleneck and what to do about it
@@ -21,6 +22,7 @@ import typer
 from app import __version__
 from app.cli.bench import bench, profile
 from app.cli.model import model
+from app.cli.replay import replay
 from app.cli.run import demo, run
 from app.cli.serve import serve
 
@@ -36,7 +38,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for command in (run, demo, bench, profile, serve, version):
+for command in (run, demo, replay, bench, profile, serve, version):
     cli.command()(command)
 cli.add_typer(model, name="model")
 

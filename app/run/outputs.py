@@ -46,8 +46,10 @@ class OutputFolder:
     """``out`` made ready (created, a killed run's leftovers removed), its sinks opened, and
     at the end all committed or all discarded."""
 
-    def __init__(self, out: Path, spec: ModelSpec, ids: list[str]) -> None:
-        self.out, self.spec, self.ids = out, spec, ids
+    def __init__(self, out: Path, spec: ModelSpec, ids: list[str],
+                 model: Path | None = None) -> None:
+        """``model``: the model file, named in summary.json (what `vidpipe replay` reads)."""
+        self.out, self.spec, self.ids, self.model = out, spec, ids, model
         self.created = not out.exists()
         if out.exists() and not out.is_dir():
             raise ConfigError(f"--out {out}: exists and is not a folder")
@@ -98,6 +100,8 @@ class OutputFolder:
         summary = self.out / "summary.json"
         atomic = AtomicPath(summary)
         report = summarise(metrics, pipeline, self.ids)
+        if self.model is not None:
+            report["model"] = str(Path(self.model).resolve())
         if gpu is not None:
             report["gpu"] = gpu.summary()  # NVML, sampled every 0.5 s while it ran
         report["interrupted"] = {"by": stopped_by, "unfinished": {

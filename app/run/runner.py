@@ -50,7 +50,7 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
     ids = stream_ids(paths)
     metrics = PipelineMetrics(CollectorRegistry())
     parse_device(options.device)  # a known device string, or DeviceError naming them
-    folder = OutputFolder(out, spec, ids)
+    folder = OutputFolder(out, spec, ids, model_path)
     with ExitStack() as stack:
         try:
             sources = open_sources(paths, ids, stack, metrics, live=live)

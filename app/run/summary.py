@@ -27,6 +27,8 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
     analytics = _analytics(pipeline)
     for sid, counts in analytics.items():
         streams[sid]["analytics"] = counts
+    for sid, config in _analytics_configs(pipeline).items():  # what `vidpipe replay` reruns
+        streams[sid]["analytics_config"] = config
     report: dict[str, Any] = {
         "wall_s": wall,
         "finished_at": time.time(),
@@ -62,6 +64,13 @@ def _analytics(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
         return {}
     return {sid: a.counts() | {"frames": a.frames, "predicted_frames": a.predicted}
             for sid, a in stage.streams.items()}
+
+
+def _analytics_configs(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
+    stage = next((s for s in pipeline.stages if isinstance(s, AnalyticsStage)), None)
+    if stage is None:
+        return {}
+    return {sid: a.config.model_dump(mode="json") for sid, a in stage.streams.items()}
 
 
 _ADDED = ("in", "out", "entered", "exited", "loitering", "crowds")
