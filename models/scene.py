@@ -24,7 +24,7 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
-from models.shapes import BAR, BLOB, CLASSES, SceneObject, bounce, outline
+from models.shapes import BAR, BLOB, CLASSES, SceneObject, bounce, outline, velocity_at
 
 VISIBLE_MIN = 0.6  # visible area / full area below which an object is ignored, not scored
 VISIBLE_PIXEL = 0.5  # seen coverage from which a pixel counts in a visible part's extent
@@ -151,7 +151,7 @@ def _visible_parts(polygons: list[np.ndarray], masks: list[Mask | None],
 def _composite(image: np.ndarray, obj: SceneObject, poly: np.ndarray, mask: Mask,
                t: float) -> None:
     """Blend the object over ``image`` in place, smeared along its motion for the exposure."""
-    kernel = _motion_kernel(obj)
+    kernel = _motion_kernel(obj, t)
     if kernel is not None:  # redo the mask with room for the smear, then blur it
         wider = _rasterise(poly, (image.shape[1], image.shape[0]), kernel.shape[0] // 2 + 1)
         if wider is None:
@@ -167,9 +167,9 @@ def _composite(image: np.ndarray, obj: SceneObject, poly: np.ndarray, mask: Mask
     region += (paint - region) * a
 
 
-def _motion_kernel(obj: SceneObject) -> np.ndarray | None:
+def _motion_kernel(obj: SceneObject, t: float) -> np.ndarray | None:
     """A normalised line kernel along the velocity, as long as the object moves while exposed."""
-    vx, vy = obj.velocity
+    vx, vy = velocity_at(obj, t)
     length = float(np.hypot(vx, vy)) * obj.exposure
     if length < 1.5:
         return None

@@ -29,6 +29,10 @@ class SceneObject:
     second: tuple[int, int, int]  # the other colour of a two-tone pattern
     pattern: int  # 0 solid, 1 shaded, 2 striped
     exposure: float  # fraction of a frame the shutter is open: motion blur length / speed
+    # keyframes (t, x, y) of the centre, straight between them and still before the first
+    # and after the last (may lie outside the frame); empty: ``centre`` + ``velocity``,
+    # bouncing
+    path: tuple[tuple[float, float, float], ...] = ()
 
 
 def outline(obj: SceneObject, t: float, size: tuple[int, int]) -> np.ndarray:
@@ -43,13 +47,26 @@ def outline(obj: SceneObject, t: float, size: tuple[int, int]) -> np.ndarray:
 
 
 def position(obj: SceneObject, t: float, size: tuple[int, int]) -> tuple[float, float]:
-    """Centre at time ``t``: straight lines that bounce off walls a little outside the frame,
-    so objects in clips stay around and are sometimes cut by the frame edge."""
+    """Centre at time ``t``: along its ``path``, or straight lines that bounce off walls a
+    little outside the frame, so objects in clips stay around and are sometimes cut by the
+    frame edge."""
+    if obj.path:
+        times, xs, ys = np.asarray(obj.path, np.float64).T
+        return float(np.interp(t, times, xs)), float(np.interp(t, times, ys))
     out = []
     for start, speed, extent in zip(obj.centre, obj.velocity, size, strict=True):
         low = obj.radius * 0.2
         out.append(low + bounce(start - low + speed * t, int(extent - 2 * low)))
     return out[0], out[1]
+
+
+def velocity_at(obj: SceneObject, t: float) -> tuple[float, float]:
+    """Pixels per frame at time ``t`` (what its motion blur follows)."""
+    if not obj.path:
+        return obj.velocity
+    size = (1 << 30, 1 << 30)  # a path is not bounced: no walls
+    (x0, y0), (x1, y1) = position(obj, t - 0.5, size), position(obj, t + 0.5, size)
+    return x1 - x0, y1 - y0
 
 
 def _unit_outline(class_id: int, form: float) -> np.ndarray:

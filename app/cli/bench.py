@@ -45,8 +45,15 @@ def bench(
         "once): fps, HOTA, IDF1, mAP@0.5 per model (shapes FP32 and pruned INT8) and "
         "--detect-every N, the tracker's cost, and the hand-written FP32 loop against "
         "vidpipe with pruned INT8 + tracking at the best N.")] = False,
+    counting: Annotated[bool, typer.Option(
+        "--counting", help="Instead: counting on the counting set (build/counting, made "
+        "once; objects that stop on the line, cross in groups, pass behind bars, up to 3 "
+        "sizes a frame): count error, HOTA, IDF1 per detector (shapes FP32, pruned INT8, "
+        "FP32 on noisy clips), split (tune, held-out) and --detect-every N, then each "
+        "counting rule replayed on the same boxes.")] = False,
     detect_every: Annotated[str, typer.Option(
-        "--detect-every", help="With --tracking: the detection intervals to compare.")]
+        "--detect-every", help="With --tracking or --counting: the detection intervals to "
+        "compare.")]
     = "1,2,3",
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="With --service: the same streams in one process and on "
@@ -128,11 +135,8 @@ def bench(
 
             bench_startup(console, model, source, reps, ultralytics_python, out, against,
                           seconds)
-        elif tracking:
-            from app.bench.tracking import bench_tracking
-
-            everys = sorted({1, *(int(v) for v in detect_every.split(",") if v.strip())})
-            bench_tracking(console, everys, reps, out)
+        elif _tracked(counting, tracking, detect_every, reps, out):
+            pass
         elif service is not None and workers is not None:
             from app.bench.commands import bench_cluster
 
@@ -150,6 +154,20 @@ def bench(
 
             bench_pipeline(console, quick, source, model, streams, reps, frames, live_seconds,
                            out)
+
+
+def _tracked(counting: bool, tracking: bool, detect_every: str, reps: int, out: Path) -> bool:
+    """``--counting`` or ``--tracking``, if asked for: whether one ran."""
+    everys = sorted({1, *(int(v) for v in detect_every.split(",") if v.strip())})
+    if counting:
+        from app.bench.counting import RULES, bench_counting
+
+        bench_counting(console, everys, out, RULES)
+    elif tracking:
+        from app.bench.tracking import bench_tracking
+
+        bench_tracking(console, everys, reps, out)
+    return counting or tracking
 
 
 def _cameras(capacity: bool, motion: bool, cameras: str, modes: str | None, seconds: float,

@@ -25,10 +25,8 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
             "latency_ms": metrics.latency[sid].quantiles_ms(),
         }
     analytics = _analytics(pipeline)
-    for sid, counts in analytics.items():
-        streams[sid]["analytics"] = counts
-    for sid, config in _analytics_configs(pipeline).items():  # what `vidpipe replay` reruns
-        streams[sid]["analytics_config"] = config
+    for sid, (counts, config) in analytics.items():  # the config: what `vidpipe replay` reruns
+        streams[sid] |= {"analytics": counts, "analytics_config": config}
     report: dict[str, Any] = {
         "wall_s": wall,
         "finished_at": time.time(),
@@ -48,7 +46,7 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
         report["plan"] = {"batch_size": plan.batch_size, "cached": plan.cached,
                           "measured_at": plan.measured_at}
     if analytics:
-        report["analytics"] = _summed(list(analytics.values()))
+        report["analytics"] = _summed([counts for counts, _ in analytics.values()])
     if metrics.events:
         sinks: dict[str, dict[str, int]] = {}
         for (sink, outcome), count in sorted(metrics.events.items()):
@@ -57,20 +55,14 @@ def summarise(metrics: PipelineMetrics, pipeline: Pipeline, ids: list[str]) -> d
     return report
 
 
-def _analytics(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
-    """Each tracked stream's analytics: its counts, tracked and predicted frames."""
+def _analytics(pipeline: Pipeline) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Each tracked stream's analytics: its counts, tracked and predicted frames; and its
+    settings."""
     stage = next((s for s in pipeline.stages if isinstance(s, AnalyticsStage)), None)
     if stage is None:
         return {}
-    return {sid: a.counts() | {"frames": a.frames, "predicted_frames": a.predicted}
-            for sid, a in stage.streams.items()}
-
-
-def _analytics_configs(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
-    stage = next((s for s in pipeline.stages if isinstance(s, AnalyticsStage)), None)
-    if stage is None:
-        return {}
-    return {sid: a.config.model_dump(mode="json") for sid, a in stage.streams.items()}
+    return {sid: (a.counts() | {"frames": a.frames, "predicted_frames": a.predicted},
+                  a.config.model_dump(mode="json")) for sid, a in stage.streams.items()}
 
 
 _ADDED = ("in", "out", "entered", "exited", "loitering", "crowds")

@@ -13,7 +13,6 @@ import asyncio
 import itertools
 import logging
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ from app.service.streams import (
     check_fits,
     check_stream_model,
     checked_source,
+    on_loop,
     source_opener,
     start_recorder,
 )
@@ -167,22 +167,11 @@ class Service:
 
     def _opener(self, stream: StreamState,
                 ring: PacketRing | None = None) -> Callable[[Any, str], Any]:
-        # A source reports from its decode thread; the service's state lives on the loop. It
-        # holds its stream weakly: stream -> source -> stream was a cycle that kept a removed
-        # stream's decoder, pictures and sockets until the collector's next full pass.
+        # A source reports from its decode thread; the service's state lives on the loop.
         loop = asyncio.get_running_loop()
-        held = weakref.ref(stream)
-
-        def on_state(state: str) -> None:
-            if (still := held()) is not None:
-                loop.call_soon_threadsafe(self._set_state, still, state)
-
-        def on_reconnect() -> None:
-            if (still := held()) is not None:
-                loop.call_soon_threadsafe(self._count_reconnect, still)
-
-        return source_opener(stream, self.config, ring, on_state=on_state,
-                             on_reconnect=on_reconnect)
+        return source_opener(stream, self.config, ring,
+                             on_state=on_loop(loop, stream, self._set_state),
+                             on_reconnect=on_loop(loop, stream, self._count_reconnect))
 
     def _count_reconnect(self, stream: StreamState) -> None:
         stream.reconnects += 1

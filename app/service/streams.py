@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,6 +222,20 @@ def source_opener(stream: StreamState, config: ServiceConfig, ring: PacketRing |
         return stream.source
 
     return open_source
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, stream: StreamState,
+            call: Callable[..., None]) -> Callable[..., None]:
+    """``call(stream, *args)`` run on ``loop``, callable from any thread, while the stream
+    lives. Its source holds it weakly: stream -> source -> stream was a cycle that kept a
+    removed stream's decoder, pictures and sockets until the collector's next full pass."""
+    held = weakref.ref(stream)
+
+    def report(*args: Any) -> None:
+        if (still := held()) is not None:
+            loop.call_soon_threadsafe(call, still, *args)
+
+    return report
 
 
 def check_fits(analytics: AnalyticsConfig | None, source: Any, stream_id: str,

@@ -37,6 +37,10 @@ class TrackerSettings(Checked):
     lost_frames: Count = Field(default=30, ge=0)
     confirm_frames: Count = Field(default=2, ge=1)
     min_iou: Number = Field(default=0.1, gt=0.0, le=1.0)
+    # boxes of another class overlapping a higher-scoring box at least this much are one
+    # object the model named twice: only that box is tracked, the other keeps no track id
+    # (0: every box is tracked; 0.6 measured on the counting set, docs/BENCHMARKS.md)
+    duplicate_iou: Number = Field(default=0.6, ge=0.0, le=1.0)
 
 
 class LineConfig(Checked):
@@ -44,12 +48,24 @@ class LineConfig(Checked):
     of the line walked from its first point to its second (as drawn, y down) to its left-hand
     side; ``out`` the other way. ``hysteresis``: how far past the line (a fraction of the box's
     height) the anchor must get before a crossing counts, so a box jittering on it counts
-    nothing."""
+    nothing. Rules against the tracker's mistakes (pipelines/analytics/lines.py, measured in
+    docs/BENCHMARKS.md): ``smoothing`` (the weight of a track's past anchor in the one the
+    line judges; 0: the box's own), ``settle_frames`` (observations in a row beyond the band
+    before a side counts as reached), ``relink_frames`` (a track born within a box height of
+    where another was lost this many frames before takes over its side; 0: off),
+    ``once_per_track`` (a track counts each direction at most once), ``max_jump`` (a track
+    whose anchor lands farther than this many box heights from where its motion put it is
+    taken for another object, an identity switch, and starts afresh where it is; 0: off)."""
 
     name: str = Field(pattern=NAME_PATTERN)
     points: tuple[Number, Number, Number, Number]
     anchor: Anchor = "bottom_center"
     hysteresis: Number = Field(default=0.1, ge=0.0, le=2.0)
+    smoothing: Number = Field(default=0.0, ge=0.0, lt=1.0)
+    settle_frames: Count = Field(default=1, ge=1, le=30)
+    relink_frames: Count = Field(default=0, ge=0, le=300)
+    once_per_track: bool = False
+    max_jump: Number = Field(default=0.0, ge=0.0, le=10.0)
     classes: list[str] | None = None  # labels counted; None: all
 
     def check(self) -> None:

@@ -33,10 +33,15 @@ def anchors(xyxy: np.ndarray, anchor: Anchor) -> np.ndarray:
 
 @dataclass(slots=True)
 class _TrackSide:
-    point: tuple[float, float]
+    point: tuple[float, float]  # its last anchor, smoothed where the line smooths
     settled: int  # +1, -1: the side it last settled on; 0: not settled yet
     cut_inside: bool = False  # its path's last cut of the infinite line was within the ends
     seen: int = 0  # the frame it was last seen on
+    height: float = 0.0  # its box's last height
+    pending: int = 0  # the other side it is beyond the band on, not yet settled there
+    beyond: int = 0  # observations in a row it has been there
+    counted: set[str] = field(default_factory=set)  # directions counted (once_per_track)
+    velocity: tuple[float, float] | None = None  # its anchor's pixels a frame, smoothed
 
 
 @dataclass(slots=True)
@@ -71,7 +76,7 @@ class LineCounter:
             if tid < 0 or (self.class_ids is not None and int(cls) not in self.class_ids):
                 continue
             crossed = self._observe(int(tid), (float(point[0]), float(point[1])),
-                                    self.config.hysteresis * max(float(height), 0.0))
+                                    max(float(height), 0.0))
             if crossed is not None:
                 self.counts[crossed] += 1
                 crossings.append(Crossing(int(tid), crossed, int(cls)))
@@ -91,25 +96,92 @@ class LineCounter:
         t = dp / (dp - dq)  # where along p -> q it meets the infinite line
         return self._on_segment((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
 
-    def _observe(self, tid: int, point: tuple[float, float], band: float) -> str | None:
-        distance = self._distance(point)
+    def _observe(self, tid: int, point: tuple[float, float], height: float) -> str | None:
+        config = self.config
+        band = config.hysteresis * height
         state = self._tracks.get(tid)
-        side = 0 if abs(distance) <= band else (1 if distance > 0 else -1)
         if state is None:
-            self._tracks[tid] = _TrackSide(point, side, seen=self._frame)
+            state = self._taken_over(point, height)
+            if state is None:
+                side = self._side(self._distance(point), band)
+                self._tracks[tid] = _TrackSide(point, side, seen=self._frame, height=height)
+                return None
+            self._tracks[tid] = state
+        if self._jumped(state, point, height):  # another object under this id from here
+            state = _TrackSide(point, self._side(self._distance(point), band),
+                               seen=self._frame, height=height)
+            self._tracks[tid] = state
             return None
+        if config.smoothing:
+            a = config.smoothing
+            point = (a * state.point[0] + (1 - a) * point[0],
+                     a * state.point[1] + (1 - a) * point[1])
+        distance = self._distance(point)
         last = self._distance(state.point)
         if last * distance < 0:
             state.cut_inside = self._cuts_within(state.point, point)
         elif distance == 0 and last != 0:  # on the line itself: where decides
             state.cut_inside = self._on_segment(point)
-        state.point, state.seen = point, self._frame
+        state.point, state.seen, state.height = point, self._frame, height
+        return self._settle(state, self._side(distance, band))
+
+    def _settle(self, state: _TrackSide, side: int) -> str | None:
+        """The track beyond the band on ``side`` (0: within it) once more: the crossing it
+        completes by settling there, if any."""
+        if side == 0 or side == state.settled:
+            state.pending = state.beyond = 0
+            return None
+        state.beyond = state.beyond + 1 if state.pending == side else 1
+        state.pending = side
+        if state.beyond < self.config.settle_frames:
+            return None
         crossed = None
-        if side != 0 and state.settled != 0 and side != state.settled and state.cut_inside:
+        if state.settled != 0 and state.cut_inside:
             crossed = "in" if state.settled > 0 else "out"
-        if side != 0:
-            state.settled = side
+            if self.config.once_per_track and crossed in state.counted:
+                crossed = None
+            else:
+                state.counted.add(crossed)
+        state.settled, state.pending, state.beyond = side, 0, 0
         return crossed
+
+    def _jumped(self, state: _TrackSide, point: tuple[float, float], height: float) -> bool:
+        """With ``max_jump``: whether ``point`` lies too far from where the track's motion
+        puts it now; keeps the track's velocity up to date otherwise."""
+        if not self.config.max_jump:
+            return False
+        gap = max(self._frame - state.seen, 1)
+        (x, y) = state.point
+        step = ((point[0] - x) / gap, (point[1] - y) / gap)
+        if state.velocity is None:  # seen once: its first step is its motion
+            state.velocity = step
+            return False
+        vx, vy = state.velocity
+        off = float(np.hypot(point[0] - (x + vx * gap), point[1] - (y + vy * gap)))
+        if off > self.config.max_jump * max(height, state.height, 1.0):
+            return True
+        state.velocity = (0.5 * vx + 0.5 * step[0], 0.5 * vy + 0.5 * step[1])
+        return False
+
+    @staticmethod
+    def _side(distance: float, band: float) -> int:
+        return 0 if abs(distance) <= band else (1 if distance > 0 else -1)
+
+    def _taken_over(self, point: tuple[float, float], height: float) -> _TrackSide | None:
+        """With ``relink_frames``: the state of the track lost nearest ``point`` (within a
+        box height, at most that many frames ago), handed to a track just born there — one
+        object whose identity the tracker lost keeps the side it had reached."""
+        frames = self.config.relink_frames
+        if not frames:
+            return None
+        best, nearest = None, float("inf")
+        for tid, state in self._tracks.items():
+            if not 0 < self._frame - state.seen <= frames:
+                continue
+            d = float(np.hypot(point[0] - state.point[0], point[1] - state.point[1]))
+            if d <= max(height, state.height, 1.0) and d < nearest:
+                best, nearest = tid, d
+        return None if best is None else self._tracks.pop(best)
 
     def _on_segment(self, point: tuple[float, float]) -> bool:
         """Whether a point on the infinite line lies between the line's two ends."""

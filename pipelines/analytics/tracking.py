@@ -88,9 +88,11 @@ class StreamTracker:
         gaps in time, not steps; None: one frame interval after the last."""
         pts = self._clock.at(pts)
         n = len(detections)
-        given = self._sv.Detections(xyxy=detections.xyxy.astype(np.float32).reshape(-1, 4),
-                                    confidence=detections.score, class_id=detections.class_id,
-                                    data={"index": np.arange(n)})
+        kept = np.arange(n) if not self.settings.duplicate_iou else \
+            _one_per_object(detections, self.settings.duplicate_iou)
+        given = self._sv.Detections(xyxy=detections.xyxy[kept].astype(np.float32).reshape(-1, 4),
+                                    confidence=detections.score[kept],
+                                    class_id=detections.class_id[kept], data={"index": kept})
         tracked = self._tracker.update(given, timestamp=pts)
         ids = np.full(n, -1, np.int32)
         if len(tracked):
@@ -120,6 +122,19 @@ class StreamTracker:
                                   b.class_id[new], ids))
         return out
 
+
+
+def _one_per_object(detections: Detections, iou_at_least: float) -> np.ndarray:
+    """Rows to track: each box but those overlapping a higher-scoring box of another class
+    by ``iou_at_least`` or more (the model's NMS keeps such pairs: it is per class)."""
+    n = len(detections)
+    if n < 2:
+        return np.arange(n)
+    order = np.argsort(-detections.score, kind="stable")
+    iou = box_iou(detections.xyxy[order], detections.xyxy[order])
+    other = detections.class_id[order][:, None] != detections.class_id[order][None, :]
+    shadowed = np.triu((iou >= iou_at_least) & other, k=1).any(axis=0)
+    return np.sort(order[~shadowed])
 
 
 def _pairs(a: Detections, b: Detections) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,180 @@
+"""``vidpipe bench --counting``: how far vidpipe's line counts are from the truth on the
+counting set (``models/counting_data.py``: objects that bounce, stop on the line, cross in
+groups, pass behind bars, at speeds up to 3 sizes a frame), per detector quality, split and
+detection interval; and what each counting rule changes, replayed on the boxes the same runs
+recorded (``pipelines/analytics/replay.py``), so every rule is judged on the same detections.
+
+Qualities: the shipped FP32 shapes model, its pruned INT8, and a weak detector — the FP32
+model on the same clips under strong noise and defocus. The count error of a set is the sum
+over clips, lines and directions of |found - truth|, over the true crossings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from app.recipes.track_eval import score_tracking
+from app.run.sources import stream_ids
+from models.counting_data import HELD_OUT_SEEDS, LINES, TUNE_SEEDS, ZONE, counting_set, counts_path
+from models.zoo import resolve_model
+from pipelines.analytics.config import AnalyticsConfig, LineConfig, TrackerSettings, ZoneConfig
+from pipelines.analytics.replay import recorded_streams, replay, stream_fps
+from pipelines.options import PipelineOptions
+
+CLIPS_DIR = Path("build/counting")
+FP32 = "models/zoo/shapes-yolo/model.onnx"
+INT8 = "models/zoo/shapes-yolo/model.pruned50.int8.onnx"
+QUALITIES = {"fp32": (FP32, False), "int8": (INT8, False), "weak": (FP32, True)}
+SPLITS = {"tune": TUNE_SEEDS, "held-out": HELD_OUT_SEEDS}
+DIRECTIONS = ("in", "out")
+
+Rule = Callable[[AnalyticsConfig], AnalyticsConfig]
+
+
+def _lines(**update: Any) -> Rule:
+    return lambda a: a.model_copy(update={"lines": [x.model_copy(update=update)
+                                                    for x in a.lines]})
+
+
+def _track(**update: Any) -> Rule:
+    return lambda a: a.model_copy(update={"track": a.track.model_copy(update=update)
+                                          if a.track is not None else None})
+
+
+# The rules measured: each against the defaults, on the same recorded boxes.
+RULES: dict[str, Rule] = {
+    "defaults": lambda a: a,
+    "duplicate_iou 0 (before)": _track(duplicate_iou=0.0),
+    "confirm_frames 3": _track(confirm_frames=3),
+    "lost_frames 60": _track(lost_frames=60),
+    "hysteresis 0.3": _lines(hysteresis=0.3),
+    "smoothing 0.5": _lines(smoothing=0.5),
+    "settle_frames 3": _lines(settle_frames=3),
+    "max_jump 0.8": _lines(max_jump=0.8),
+    "relink_frames 30": _lines(relink_frames=30),
+    "once_per_track": _lines(once_per_track=True),
+}
+
+
+def analytics(every: int = 1, track: TrackerSettings | None = None) -> AnalyticsConfig:
+    """The set's lines and zone, ByteTrack (or ``track``), the model on one frame in ``every``."""
+    return AnalyticsConfig(
+        track=track or TrackerSettings(),
+        lines=[LineConfig(name=name, points=points) for name, points in LINES],
+        zones=[ZoneConfig(name=ZONE[0], polygon=list(ZONE[1]))], detect_every=every)
+
+
+def clips_of(split: str, noisy: bool, folder: Path = CLIPS_DIR) -> list[Path]:
+    return counting_set(folder, SPLITS[split], noisy=noisy)
+
+
+def truths(clips: list[Path]) -> dict[str, dict[str, Any]]:
+    return {sid: json.loads(counts_path(c).read_text())
+            for sid, c in zip(stream_ids(clips), clips, strict=True)}
+
+
+def count_error(found: dict[str, dict[str, dict[str, int]]],
+                truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """|found - truth| summed over clips, lines and directions, and over the true crossings."""
+    errors = crossings = 0
+    for sid, lines in truth.items():
+        for name, counts in lines["lines"].items():
+            for d in DIRECTIONS:
+                errors += abs(found[sid][name][d] - counts[d])
+                crossings += counts[d]
+    return {"errors": errors, "crossings": crossings,
+            "error": round(errors / crossings, 4) if crossings else 0.0}
+
+
+def record(quality: str, split: str, every: int, out: Path) -> dict[str, Any]:
+    """One pipeline run over a split's clips with the quality's model: its tracking scores
+    and count error; its boxes kept in ``out`` for the rules' replays."""
+    model, noisy = QUALITIES[quality]
+    path, spec = resolve_model(model)
+    clips = clips_of(split, noisy)
+    scores = score_tracking(path, spec, clips, out, PipelineOptions(analytics=analytics(every)))
+    summary = json.loads((out / "summary.json").read_text())
+    found = {sid: s["analytics"]["lines"] for sid, s in summary["streams"].items()}
+    zone_errors = sum(abs(summary["streams"][sid]["analytics"]["zones"][ZONE[0]][k] - t[k])
+                      for sid, c in truths(clips).items() for k in ("entered", "exited")
+                      for t in [c["zones"][ZONE[0]]])
+    return {"quality": quality, "split": split, "detect_every": every,
+            "HOTA": scores.overall["HOTA"], "IDF1": scores.overall["IDF1"],
+            "IDSW": scores.overall["IDSW"], "fps": round(scores.frames / scores.wall_s, 1),
+            "zone_errors": zone_errors, **count_error(found, truths(clips)),
+            "run": str(out)}
+
+
+def replayed_error(run: Path, quality: str, split: str, rule: Rule,
+                   every: int = 1) -> dict[str, Any]:
+    """The count error of a recorded run's boxes replayed under ``rule``'s analytics."""
+    model, noisy = QUALITIES[quality]
+    _, spec = resolve_model(model)
+    config = rule(analytics(every))
+    found = {}
+    for sid, frames in recorded_streams(run / "detections.jsonl").items():
+        found[sid] = replay(frames, sid, config, spec, stream_fps(frames)).counts["lines"]
+    return count_error(found, truths(clips_of(split, noisy)))
+
+
+def bench_counting(console: Console, everys: list[int], out: Path,
+                   rules: dict[str, Rule] | None = None) -> dict[str, Any]:
+    """Every quality, split and N recorded once; then each rule replayed on every record."""
+    rows = []
+    for quality in QUALITIES:
+        for split in SPLITS:
+            for every in everys:
+                console.print(f"{quality}, {split}, detect every {every}", highlight=False)
+                rows.append(record(quality, split, every,
+                                   out / "runs" / f"{quality}-{split}-{every}"))
+    report: dict[str, Any] = {"rows": rows, "rules": {}}
+    for name, rule in (rules or {}).items():
+        report["rules"][name] = [
+            {"quality": r["quality"], "split": r["split"], "detect_every": r["detect_every"],
+             **replayed_error(Path(r["run"]), r["quality"], r["split"], rule,
+                              r["detect_every"])} for r in rows]
+    console.print(_table(rows))
+    if report["rules"]:
+        console.print(_rules_table(report["rules"]))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(report, indent=2))
+    console.print(f"wrote {out / 'bench.json'}")
+    return report
+
+
+def _table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="Counting on the counting set (count error: sum |found - truth| over "
+                        "the true crossings)")
+    for column in ("detector", "split", "N", "count error", "errors", "zone errors", "HOTA",
+                   "IDF1", "ID switches"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        table.add_row(r["quality"], r["split"], str(r["detect_every"]), f"{r['error']:.1%}",
+                      f"{r['errors']}/{r['crossings']}", str(r["zone_errors"]),
+                      f"{r['HOTA']:.1f}", f"{r['IDF1']:.1f}", str(r["IDSW"]))
+    return table
+
+
+def _rules_table(rules: dict[str, list[dict[str, Any]]]) -> Table:
+    """Per rule, errors over the true crossings of every N, per detector and split."""
+    table = Table(title="Counting rules replayed on the same boxes (errors over all N)")
+    keys = sorted({(r["quality"], r["split"]) for rows in rules.values() for r in rows},
+                  key=lambda k: (list(QUALITIES).index(k[0]), list(SPLITS).index(k[1])))
+    table.add_column("rule")
+    for quality, split in keys:
+        table.add_column(f"{quality} {split}", justify="right")
+    for name, rows in rules.items():
+        cells = []
+        for key in keys:
+            chosen = [r for r in rows if (r["quality"], r["split"]) == key]
+            errors = sum(r["errors"] for r in chosen)
+            crossings = sum(r["crossings"] for r in chosen)
+            cells.append(f"{errors}/{crossings} ({errors / crossings:.1%})" if crossings else "-")
+        table.add_row(name, *cells)
+    return table

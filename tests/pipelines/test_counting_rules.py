@@ -1,0 +1,96 @@
+"""Issue 36, item 2: counting rules against the tracker's mistakes, each on the case it is
+for — an object stopped on the line, two tracks on one object, an identity switch between
+neighbours, a track lost on the line and born again across it, a box that settles late."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.analytics.config import LineConfig, TrackerSettings
+from pipelines.analytics.lines import LineCounter
+from pipelines.analytics.tracking import StreamTracker
+from pipelines.frame import Detections
+from tests.pipelines.test_lines_zones import DOWN, box_at, walk
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1.0, 1.0), min_size=150, max_size=150), st.sampled_from([-1, 1]),
+       st.floats(-1.5, 1.5))
+def test_an_object_stopped_on_the_line_for_5_s_counts_once(jitter, way, offset):
+    """It comes from one side, stands 5 s (150 frames at 30 fps) on the line with its box
+    jittering within the band (0.1 x 20 px = 2 px), then goes on through: one crossing,
+    in its direction."""
+    counter = LineCounter(DOWN)
+    come = [100 - way * x for x in range(60, 0, -4)]
+    stand = [100 + offset + 0.5 * j for j in jitter]
+    go = [100 + way * x for x in range(4, 64, 4)]
+    walk(counter, come + stand + go)
+    assert counter.counts == ({"in": 1, "out": 0} if way > 0 else {"in": 0, "out": 1})
+
+
+def _two_objects(counter: LineCounter, swap_at: int) -> None:
+    """Two objects side by side, 40 px apart (twice their height), moving along the line
+    without crossing it; their ids swap at frame ``swap_at``."""
+    for k in range(60):
+        x = 40.0 + k
+        a, b = (1, 2) if k < swap_at else (2, 1)
+        boxes = np.concatenate([box_at(x, 60), box_at(x, 100)])
+        counter.update(boxes, np.array([a, b]), np.array([0, 0]))
+
+
+def test_an_identity_switch_between_neighbours_counts_nothing_with_max_jump():
+    line = LineConfig(name="across", points=(0, 80, 200, 80))  # between the two objects
+    plain, guarded = LineCounter(line), LineCounter(line.model_copy(update={"max_jump": 0.8}))
+    _two_objects(plain, 30)
+    _two_objects(guarded, 30)
+    assert plain.counts == {"in": 1, "out": 1}  # each id's anchor jumped across the line
+    assert guarded.counts == {"in": 0, "out": 0}
+
+
+def test_a_fast_object_still_counts_with_max_jump():
+    guarded = LineCounter(DOWN.model_copy(update={"max_jump": 0.8}))
+    walk(guarded, range(-20, 240, 60))  # three times its 20 px a frame, steadily
+    assert guarded.counts == {"in": 1, "out": 0}
+
+
+def test_a_track_lost_on_the_line_and_born_across_it_counts_with_relink():
+    """Track 1 comes from the left and is lost just short of the line; track 2 is born just
+    past it 5 frames later and goes on."""
+    def run(config):
+        counter = LineCounter(config)
+        walk(counter, range(40, 96, 4), track=1)
+        for _ in range(5):
+            counter.update(np.zeros((0, 4), np.float32), np.zeros(0, int), np.zeros(0, int))
+        walk(counter, range(104, 160, 4), track=2)
+        return counter.counts
+    assert run(DOWN) == {"in": 0, "out": 0}  # track 2 was never on the other side
+    assert run(DOWN.model_copy(update={"relink_frames": 30})) == {"in": 1, "out": 0}
+
+
+def test_settle_frames_need_that_many_observations_beyond_the_band():
+    counter = LineCounter(DOWN.model_copy(update={"settle_frames": 3}))
+    walk(counter, [50, 60, 120, 121, 60, 61, 62])  # two frames across, then back: no count
+    assert counter.counts == {"in": 0, "out": 0}
+    walk(counter, [120, 121, 122])
+    assert counter.counts == {"in": 1, "out": 0}
+
+
+def test_once_per_track_counts_each_direction_once():
+    counter = LineCounter(DOWN.model_copy(update={"once_per_track": True}))
+    walk(counter, [50, 150, 50, 150, 50])
+    assert counter.counts == {"in": 1, "out": 1}
+
+
+@pytest.mark.parametrize("duplicate_iou, tracks", [(0.0, 2), (0.6, 1)])
+def test_two_classes_on_one_object_make_one_track_with_duplicate_iou(duplicate_iou, tracks):
+    """The model names one object twice (a disc and a box, per-class NMS keeps both): with
+    ``duplicate_iou`` only the higher-scoring box is tracked, the other has no id."""
+    tracker = StreamTracker(TrackerSettings(duplicate_iou=duplicate_iou), 0.25, 30.0)
+    for k in range(10):
+        x = 50.0 + 3 * k
+        boxes = np.array([[x, 50, x + 40, 90], [x + 1, 51, x + 41, 92]], np.float32)
+        out = tracker.update(Detections(boxes, np.array([0.9, 0.6]), np.array([0, 1])),
+                             k / 30)
+    assert len(set(out.track_id.tolist()) - {-1}) == tracks
+    assert out.track_id[0] >= 0  # the higher-scoring box is the one tracked
