@@ -39,6 +39,9 @@ class StageSummary:
     wait_ms: Quantiles
 
 
+DWELL_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)  # seconds in a zone
+
+
 class PipelineMetrics:
     """Everything a pipeline measures. One instance per registry; pipelines may share it."""
 
@@ -54,7 +57,8 @@ class PipelineMetrics:
         self._per_stream = (self._frames_by, self._latency_by, self._detections_by,
                             self._up_by, self._state_by, self._gaps_by, self._gap_seconds_by,
                             self._reconnects_by, self._sink_errors_by,
-                            self._crossings_by, self._zone_events_by, self._occupancy_by)
+                            self._crossings_by, self._zone_events_by, self._occupancy_by,
+                            self._dwell_by)
         # the figures kept in memory, for the CLI's tables, summary.json and /api/stats
         self.stage_work: dict[str, Samples] = defaultdict(self._samples)
         self.stage_waits: dict[str, Samples] = defaultdict(self._samples)
@@ -130,6 +134,9 @@ class PipelineMetrics:
         self._crossings_by = SeriesByLabels(self._crossings)
         self._zone_events_by = SeriesByLabels(self._zone_events)
         self._occupancy_by = SeriesByLabels(self._occupancy)
+        self._dwell_by = SeriesByLabels(Histogram(
+            "vidpipe_zone_dwell_seconds", "How long each visit of a zone lasted, at its end",
+            ["stream", "zone"], buckets=DWELL_BUCKETS, registry=r))
 
     def _service_families(self) -> None:
         r = self.registry
@@ -218,6 +225,9 @@ class PipelineMetrics:
         self._events_by(sink, outcome).inc(count)
         with self._lock:
             self.events[(sink, outcome)] += count
+
+    def observe_dwell(self, stream: str, zone: str, seconds: float) -> None:
+        self._dwell_by(stream, zone).observe(seconds)
 
     def set_zone_occupancy(self, stream: str, zone: str, count: int) -> None:
         self._occupancy_by(stream, zone).set(count)

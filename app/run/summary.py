@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pipelines.analytics.stage import AnalyticsStage
+from pipelines.analytics.stream import StreamAnalytics
 from pipelines.metrics import PipelineMetrics
 from pipelines.pipeline import Pipeline
 
@@ -61,8 +62,17 @@ def _analytics(pipeline: Pipeline) -> dict[str, tuple[dict[str, Any], dict[str, 
     stage = next((s for s in pipeline.stages if isinstance(s, AnalyticsStage)), None)
     if stage is None:
         return {}
-    return {sid: (a.counts() | {"frames": a.frames, "predicted_frames": a.predicted},
+    return {sid: (_with_dwell(a.counts(), a) | {"frames": a.frames,
+                                                "predicted_frames": a.predicted},
                   a.config.model_dump(mode="json")) for sid, a in stage.streams.items()}
+
+
+def _with_dwell(counts: dict[str, Any], analytics: StreamAnalytics) -> dict[str, Any]:
+    """Each zone's counts with its ended visits' dwell (``dwell``: visits, mean, p50, p90,
+    longest)."""
+    for zone in analytics.zones:
+        counts["zones"][zone.config.name]["dwell"] = zone.dwell_summary()
+    return counts
 
 
 _ADDED = ("in", "out", "entered", "exited", "loitering", "crowds")

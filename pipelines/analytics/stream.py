@@ -120,6 +120,9 @@ class StreamAnalytics:
                 events.append({"zone": zone.config.name} | event)
                 if self.metrics is not None:
                     self.metrics.count_zone_event(self.stream, zone.config.name, event["type"])
+                    if event["type"] == "zone_exit":
+                        self.metrics.observe_dwell(self.stream, zone.config.name,
+                                                   event["dwell_s"])
             if self.metrics is not None:
                 self.metrics.set_zone_occupancy(self.stream, zone.config.name, zone.occupancy)
         stamped = [self._stamp(e, frame) for e in events]

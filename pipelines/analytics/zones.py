@@ -55,6 +55,7 @@ class ZoneMonitor:
     crowds: int = 0
     max_occupancy: int = 0
     crowded: bool = False
+    dwells: list[float] = field(default_factory=list)  # each ended visit's, seconds
     _visits: dict[int, _Visit] = field(default_factory=dict)
     _crowd_since: float | None = None
 
@@ -112,6 +113,7 @@ class ZoneMonitor:
         elif visit.inside and visit.streak >= self.config.exit_frames:
             visit.inside, visit.streak = False, 0
             self.exited += 1
+            self.dwells.append(visit.last_in - visit.entered)
             events.append({"type": "zone_exit", "track_id": tid, "class_id": visit.class_id,
                            "dwell_s": round(visit.last_in - visit.entered, 3)})
         if visit.inside and is_in:
@@ -144,6 +146,16 @@ class ZoneMonitor:
             return [{"type": "crowd_begin", "track_id": None, "class_id": None,
                      "occupancy": occupancy}]
         return []
+
+    def dwell_summary(self) -> dict[str, Any]:
+        """The ended visits' dwell: how many, their mean, median, 90th percentile and
+        longest (seconds)."""
+        if not self.dwells:
+            return {"visits": 0}
+        d = np.asarray(self.dwells, np.float64)
+        return {"visits": len(d), "mean_s": round(float(d.mean()), 3),
+                "p50_s": round(float(np.percentile(d, 50)), 3),
+                "p90_s": round(float(np.percentile(d, 90)), 3), "max_s": round(float(d.max()), 3)}
 
     def counts(self, now: float | None = None) -> dict[str, Any]:
         """The zone's counts; at ``now``, also each track inside and its dwell so far."""

@@ -54,6 +54,8 @@ def test_a_replay_with_the_runs_own_settings_gives_its_counts_and_events(runs, e
 def test_a_moved_line_and_another_tracker_are_counted_without_the_model(runs):
     summary = json.loads((runs[1] / "summary.json").read_text())
     assert summary["streams"]["lanes"]["analytics_config"]["lines"][0]["name"] == "middle"
+    dwell = summary["streams"]["lanes"]["analytics"]["zones"]["left"]["dwell"]  # item 5
+    assert dwell["visits"] >= 1 and 0 < dwell["p50_s"] <= dwell["max_s"]
     moved = _replayed(runs[1], "--line", "middle=120,0,120,384")
     line = moved["streams"]["lanes"]["lines"]["middle"]
     assert line["replayed"] != line["recorded"]  # the objects cross x=120 otherwise

@@ -179,3 +179,36 @@ def test_a_zones_counts_at_a_time_hold_each_visits_dwell_so_far():
     visit(zone, [True] * 10)
     assert zone.counts(0.9)["dwell_s"] == {"3": pytest.approx(0.9)}
     assert "dwell_s" not in zone.counts()
+
+
+def test_each_ended_visits_dwell_is_kept_summarised_and_measured():
+    """Issue 36, item 5: per-zone dwell as data — the summary's figures and Prometheus'
+    vidpipe_zone_dwell_seconds histogram, from the ended visits."""
+    from models.zoo import resolve_model
+    from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
+    from pipelines.analytics.stream import StreamAnalytics
+    from pipelines.frame import Detections, Frame, Result
+    from pipelines.metrics import PipelineMetrics
+
+    zone = ZoneMonitor(SQUARE)
+    assert zone.dwell_summary() == {"visits": 0}
+    visit(zone, [True] * 11 + [False] * 5)  # 1.0 s inside at 10 frames a second
+    visit(zone, [True] * 31 + [False] * 5)  # 3.0 s
+    assert zone.dwells == pytest.approx([1.0, 3.0])
+    assert zone.dwell_summary() == {"visits": 2, "mean_s": 2.0, "p50_s": 2.0, "p90_s": 2.8,
+                                    "max_s": 3.0}
+    metrics = PipelineMetrics()
+    _, spec = resolve_model("shapes-yolo")
+    config = AnalyticsConfig(track=TrackerSettings(), zones=[SQUARE])
+    analytics = StreamAnalytics("cam", config, spec, 10.0, metrics)
+    for k in range(40):  # 2 s in the square, then gone; frames at 10 a second
+        x = 50.0 if k < 20 else 300.0 + 20 * k
+        result = Result(Frame("cam", k, k / 10, 0.0, None),
+                        Detections(box_at(x, 50), np.array([0.9]), np.array([0])))
+        analytics.process(result)
+    sample = metrics.registry.get_sample_value
+    labels = {"stream": "cam", "zone": "yard"}
+    assert sample("vidpipe_zone_dwell_seconds_count", labels) == 1
+    assert analytics.zones[0].dwells[0] > 1.5  # its track confirmed at the second frame
+    assert sample("vidpipe_zone_dwell_seconds_sum", labels) == pytest.approx(
+        analytics.zones[0].dwells[0])
