@@ -42,3 +42,7 @@ class WorkerUnavailable(VidpipeError, RuntimeError):
 class WorkersFixed(VidpipeError, RuntimeError):
     """The service cannot add workers as it runs: one process, or a Ray cluster that grows by
     its own means (409)."""
+
+
+class NothingToReplay(VidpipeError, RuntimeError):
+    """A stream has no results kept to replay a candidate's lines and zones on (409)."""

@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Match, Route
 
 from app import __version__
 from app.errors import (
+    NothingToReplay,
     OverCapacity,
     SourceRejected,
     StreamExists,
@@ -53,7 +54,8 @@ DASHBOARD = Path(__file__).resolve().parent / "dashboard"
 # error that is here decides; any other of vidpipe's errors is bad input (400).
 ERROR_STATUS: dict[type[VidpipeError], int] = {
     UnknownStream: 404, SourceRejected: 400, StreamExists: 409, TrackerFixed: 409,
-    WorkersFixed: 409, OverCapacity: 409, StreamLimit: 429, WorkerUnavailable: 503,
+    WorkersFixed: 409, OverCapacity: 409, NothingToReplay: 409, StreamLimit: 429,
+    WorkerUnavailable: 503,
     VidpipeError: 400,
 }
 

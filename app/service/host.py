@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, generate_latest
 
 from app.errors import WorkersFixed
+from app.service.analytics_try import try_analytics
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.event_feed import EventFeed
 from app.service.remembered import RememberedStreams
@@ -64,6 +65,9 @@ class StreamHost(Protocol):
     async def remove(self, stream_id: str) -> None: ...
 
     async def set_analytics(self, stream_id: str, update: AnalyticsUpdate) -> Stream: ...
+
+    async def try_analytics(self, stream_id: str, update: AnalyticsUpdate,
+                            frames: int) -> dict[str, Any]: ...
 
     async def snapshot(self, stream_id: str) -> bytes | None: ...
 
@@ -156,6 +160,11 @@ class LocalHost:
         if stream.config is not None:
             self.remembered.changed(stream.config)
         return stream.view(LOCAL)
+
+    async def try_analytics(self, stream_id: str, update: AnalyticsUpdate,
+                            frames: int) -> dict[str, Any]:
+        stream = self.service.stream(stream_id)
+        return await asyncio.to_thread(try_analytics, stream, update, frames)
 
     async def snapshot(self, stream_id: str) -> bytes | None:
         snapshot = self.service.stream(stream_id).outputs.snapshot

@@ -54,17 +54,24 @@ def recorded_streams(path: Path) -> dict[str, list[RecordedFrame]]:
     missing or not one."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such file (a run's folder holds detections.jsonl)")
-    streams: dict[str, list[RecordedFrame]] = {}
     with path.open(encoding="utf-8") as lines:
-        for number, text in enumerate(lines, start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-                stream, frame = str(record["stream"]), _frame(record)
-            except (ValueError, KeyError, TypeError) as e:
-                raise ConfigError(f"{path}, line {number}: not a detection line ({e})") from None
-            streams.setdefault(stream, []).append(frame)
+        return recorded_frames(lines, str(path))
+
+
+def recorded_frames(lines: Iterable[str], where: str,
+                    first: int = 1) -> dict[str, list[RecordedFrame]]:
+    """Detection lines (``first``: the number of the first, for messages), per stream in
+    frame order; ConfigError naming ``where`` and the line for one that is not one."""
+    streams: dict[str, list[RecordedFrame]] = {}
+    for number, text in enumerate(lines, start=first):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+            stream, frame = str(record["stream"]), _frame(record)
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"{where}, line {number}: not a detection line ({e})") from None
+        streams.setdefault(stream, []).append(frame)
     for frames in streams.values():
         frames.sort(key=lambda f: f.index)
     return streams

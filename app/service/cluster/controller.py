@@ -197,6 +197,12 @@ class Cluster:
             self.remembered.changed(self.books.configs[stream_id])
         return self.stream(stream_id)
 
+    async def try_analytics(self, stream_id: str, update: AnalyticsUpdate,
+                            frames: int) -> dict[str, Any]:
+        worker = self._owner(stream_id)  # its results are on its worker's disk
+        return dict(await self.pool.call(worker.actor.try_analytics.remote(
+            stream_id, update.model_dump(mode="json"), frames)))
+
     def _relay(self, worker: WorkerState, message: dict[str, Any]) -> None:
         """A worker's feed message to the API's readers: a stream's change with its worker;
         a removal only when the stream is gone (not moved); events kept as recent."""

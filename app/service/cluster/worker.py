@@ -22,6 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from app.malloc import limit_malloc_arenas
+from app.service.analytics_try import try_analytics
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.service import Service
 from app.service.stats import stats
@@ -69,6 +70,11 @@ class WorkerHost:
     async def set_analytics(self, stream_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.service.set_analytics(stream_id,
                                           AnalyticsUpdate.model_validate(body)).shown()
+
+    async def try_analytics(self, stream_id: str, body: dict[str, Any],
+                            frames: int) -> dict[str, Any]:
+        return await asyncio.to_thread(try_analytics, self.service.stream(stream_id),
+                                       AnalyticsUpdate.model_validate(body), frames)
 
     async def heartbeat(self, after: int) -> dict[str, Any]:
         """The worker now, and the feed events after sequence number ``after``."""

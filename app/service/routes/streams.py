@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from app.service.analytics_try import RECENT_FRAMES
 from app.service.config import AnalyticsUpdate, StreamConfig
 from app.service.host import ResultSubscription
 from app.service.routes.common import (
@@ -57,6 +59,17 @@ async def set_analytics(stream_id: str, body: AnalyticsUpdate, host: Host) -> St
     """Replace the stream's lines and zones (source pixels); one kept unchanged keeps
     its counts. A stream without a tracker gets one (bytetrack unless ``track``)."""
     return await host.set_analytics(stream_id, body)
+
+
+@router.post("/{stream_id}/analytics/try", responses=errors(400, 401, 404, 409, 413))
+async def try_analytics(stream_id: str, body: AnalyticsUpdate, host: Host,
+                        frames: Annotated[int, Query(ge=1, le=108_000)] = RECENT_FRAMES,
+                        ) -> dict[str, Any]:
+    """What these lines and zones would have counted over the stream's last ``frames``
+    results, beside what its own lines and zones of the same names counted then: its
+    tracker run again on the boxes its model gave (no model runs, nothing is saved).
+    409 where the stream keeps no results (results_dir off) or has none yet."""
+    return await host.try_analytics(stream_id, body, frames)
 
 
 @router.get("/{stream_id}/snapshot.jpg", response_class=JpegResponse,
