@@ -113,6 +113,10 @@ def run(
     batch_timeout_ms: TimeoutOpt = DEFAULTS.batch_timeout_ms,
     annotate: Annotated[bool, typer.Option(
         "--annotate", help="Also write annotated.mp4 (boxes drawn), one per stream.")] = False,
+    heatmap: Annotated[bool, typer.Option(
+        "--heatmap", help="Also write heatmap.png (one per stream): where tracked objects "
+        "were, frames spent per 8-pixel cell, over the file's first picture. Implies "
+        "--track.")] = False,
     metrics_port: Annotated[int | None, typer.Option(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
     live: Annotated[bool, typer.Option(
@@ -168,7 +172,8 @@ def run(
             detect_every=detect_every, detect_fps=detect_fps, motion=motion,
             motion_heartbeat_s=motion_heartbeat, masks=mask or [], records=record or [],
             events_mqtt=events_mqtt,
-            events_webhooks=events_webhook or [], snapshots=snapshots, clips=clips)
+            events_webhooks=events_webhook or [], snapshots=snapshots, clips=clips,
+            heatmap=heatmap)
         outputs = _with_progress(request)
     _print_outputs(outputs)
     if outputs.unfinished:
@@ -192,7 +197,7 @@ def _print_outputs(outputs: RunOutputs) -> None:
     from app.cli.report import print_report
 
     print_report(console, json.loads(outputs.summary.read_text()))
-    written = [outputs.detections, outputs.summary, *outputs.annotated]
+    written = [outputs.detections, outputs.summary, *outputs.annotated, *outputs.heatmaps]
     for path in written + ([outputs.events] if outputs.events else []):
         console.print(f"wrote {path}")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from app.outputs.config import EventsConfig
 from app.run.events import RunEvents
+from app.run.heatmaps import write_heatmaps
 from app.run.summary import summarise
 from models.spec import ModelSpec
 from pipelines.analytics.config import AnalyticsConfig
@@ -40,6 +41,7 @@ class RunOutputs:
     # files a signal stopped before their end: (stream, frames counted, frames declared)
     unfinished: list[tuple[str, int, int]] = field(default_factory=list)
     events: Path | None = None  # events.jsonl, where the streams have analytics
+    heatmaps: list[Path] = field(default_factory=list)  # --heatmap: one per tracked stream
 
 
 class OutputFolder:
@@ -60,6 +62,8 @@ class OutputFolder:
         _remove_stale_partials(out)
         self.sinks: list[Sink] = []
         self.events: RunEvents | None = None
+        # --heatmap: each stream's file (for the picture under it) and picture size
+        self.heatmaps: tuple[dict[str, Path], dict[str, tuple[int, int] | None]] | None = None
 
     def open_sinks(self, info: StreamInfo, annotate: bool,
                    analytics: AnalyticsConfig | None = None) -> None:
@@ -97,6 +101,8 @@ class OutputFolder:
         if events is not None:
             events.close(commit=True)
         annotated = [p for s in self.sinks if isinstance(s, AnnotatedVideoSink) for p in s.paths]
+        heatmaps = [] if self.heatmaps is None else \
+            write_heatmaps(self.out, pipeline, self.ids, *self.heatmaps)
         summary = self.out / "summary.json"
         atomic = AtomicPath(summary)
         report = summarise(metrics, pipeline, self.ids)
@@ -110,7 +116,7 @@ class OutputFolder:
         atomic.partial.write_text(json.dumps(report, indent=2))
         atomic.commit()
         return RunOutputs(self.out / "detections.jsonl", summary, annotated, unfinished,
-                          events.path if events is not None else None)
+                          events.path if events is not None else None, heatmaps)
 
     def discard(self) -> None:
         """What was written goes, and the folder too if the run made it and it is empty."""

@@ -52,6 +52,7 @@ class RunRequest:
     events_webhooks: Sequence[str] = ()
     snapshots: bool = False
     clips: bool = False
+    heatmap: bool = False
 
 
 def run_request(request: RunRequest, *,
@@ -59,7 +60,8 @@ def run_request(request: RunRequest, *,
     """Check ``request`` (options, model, events: ConfigError, ModelError or SourceError
     naming what is wrong) and run it (``run_files``)."""
     options = PipelineOptions(**request.settings, ffmpeg_resize=request.ffmpeg_resize,
-                              analytics=from_flags(request.track, list(request.lines),
+                              analytics=from_flags(request.track or _implied(request),
+                                                   list(request.lines),
                                                    list(request.zones), request.detect_every,
                                                    request.detect_fps, motion=request.motion,
                                                    heartbeat_s=request.motion_heartbeat_s,
@@ -79,8 +81,13 @@ def run_request(request: RunRequest, *,
     _, _, outputs = run_files(request.sources, model_path, spec, request.out, options,
                               annotate=request.annotate, metrics_port=request.metrics_port,
                               live=request.live, on_progress=on_progress, events=events,
-                              records=_records(request, events))
+                              records=_records(request, events), heatmap=request.heatmap)
     return outputs
+
+
+def _implied(request: RunRequest) -> str | None:
+    """The tracker --heatmap implies (it maps where tracked objects went)."""
+    return "bytetrack" if request.heatmap else None
 
 
 def _records(request: RunRequest, events: EventsConfig) -> dict[str, Location]:

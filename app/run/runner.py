@@ -42,11 +42,12 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
               metrics_port: int | None = None, live: bool = False,
               on_progress: Callable[[int, int | None], None] | None = None,
               events: EventsConfig | None = None,
-              records: dict[str, Location] | None = None,
+              records: dict[str, Location] | None = None, heatmap: bool = False,
               ) -> tuple[PipelineMetrics, Pipeline, RunOutputs]:
     """``events``: where the tracked streams' events go besides OUT/events.jsonl, and
     their snapshots and clips (default: the file only); ``records``: a stream's recorded
-    input (role record: its clips, never decoded), by stream id."""
+    input (role record: its clips, never decoded), by stream id; ``heatmap``: a PNG of where
+    each tracked stream's objects were."""
     ids = stream_ids(paths)
     metrics = PipelineMetrics(CollectorRegistry())
     parse_device(options.device)  # a known device string, or DeviceError naming them
@@ -58,6 +59,10 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
             for sid, source in sources.items():  # files and cameras (connected): sizes known
                 if options.analytics is not None and (size := picture_size(source)):
                     options.analytics.check_inside(size, sid)
+            if heatmap:
+                folder.heatmaps = ({sid: Path(p) for sid, p in zip(ids, paths, strict=True)
+                                    if Path(str(p)).is_file()},
+                                   {sid: picture_size(s) for sid, s in sources.items()})
             gpu = _observe(stack, metrics, options, metrics_port)
             folder.open_sinks(info, annotate, options.analytics)
             rings = {} if options.analytics is None or not options.analytics.active else \

@@ -27,6 +27,7 @@ from app.service.schemas import Stats, Stream, Worker
 from app.service.service import Service
 from app.service.stats import stats
 from app.service.store import EventQuery, ServiceStore
+from app.service.streams import heatmap_png
 from models.errors import VidpipeError
 from pipelines.metrics import PipelineMetrics
 
@@ -70,6 +71,8 @@ class StreamHost(Protocol):
                             frames: int) -> dict[str, Any]: ...
 
     async def snapshot(self, stream_id: str) -> bytes | None: ...
+
+    async def heatmap(self, stream_id: str) -> bytes | None: ...
 
     async def results(self, stream_id: str) -> ResultSubscription: ...
 
@@ -169,6 +172,9 @@ class LocalHost:
     async def snapshot(self, stream_id: str) -> bytes | None:
         snapshot = self.service.stream(stream_id).outputs.snapshot
         return await asyncio.to_thread(lambda: snapshot.jpeg)  # drawn and encoded when read
+
+    async def heatmap(self, stream_id: str) -> bytes | None:
+        return await asyncio.to_thread(heatmap_png, self.service.stream(stream_id))
 
     async def results(self, stream_id: str) -> ResultSubscription:
         return LocalResults(self.service, stream_id)

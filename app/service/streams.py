@@ -238,6 +238,15 @@ def on_loop(loop: asyncio.AbstractEventLoop, stream: StreamState,
     return report
 
 
+def heatmap_png(stream: StreamState) -> bytes | None:
+    """The stream's heatmap over its latest picture, as PNG; None while it has tracked
+    nothing."""
+    if stream.analytics is None or not stream.analytics.heatmap.frames:
+        return None
+    picture = stream.outputs.snapshot.picture
+    return bytes(stream.analytics.heatmap.png(picture))
+
+
 def check_fits(analytics: AnalyticsConfig | None, source: Any, stream_id: str,
                masks: list[MaskConfig] | None = None) -> None:
     """ConfigError (400) where a line, zone or mask lies outside the source's picture, when

@@ -17,7 +17,8 @@ from typing import Any
 
 from models.spec import ModelSpec
 from pipelines.analytics.config import AnalyticsConfig
-from pipelines.analytics.lines import LineCounter
+from pipelines.analytics.heatmap import Heatmap
+from pipelines.analytics.lines import LineCounter, anchors
 from pipelines.analytics.tracking import StreamTracker
 from pipelines.analytics.zones import ZoneMonitor
 from pipelines.errors import ConfigError
@@ -51,6 +52,7 @@ class StreamAnalytics:
         self.zones = [ZoneMonitor(c, class_ids(c.classes, spec, f"zone {c.name}"))
                       for c in config.zones]
         self.metrics = metrics
+        self.heatmap = Heatmap()  # where its tracked objects' bottom-centres were
         self.frames = 0
         self.predicted = 0
         # until when (the stream's pts) an object seen on a detected frame may still be there:
@@ -106,6 +108,7 @@ class StreamAnalytics:
         frame: Frame = result.frame
         now = frame.pts if frame.pts is not None else frame.index / self.fps
         d = result.detections
+        self.heatmap.add(anchors(d.xyxy[d.track_id >= 0], "bottom_center"))
         events: list[dict[str, Any]] = []
         for line in self.lines:
             for c in line.update(d.xyxy, d.track_id, d.class_id):

@@ -12,6 +12,7 @@ import threading
 import time
 
 import cv2
+import numpy as np
 
 from models.spec import ModelSpec
 from pipelines.frame import Result, host_array
@@ -28,6 +29,7 @@ class LatestFrameSink(ClosingSink):
         self.quality = quality
         self._latest: Result | None = None  # kept, not yet encoded
         self._jpeg: bytes | None = None
+        self._shown: Result | None = None  # the result the JPEG was drawn from
         self._kept_at = float("-inf")
         self._lock = threading.Lock()
 
@@ -38,8 +40,18 @@ class LatestFrameSink(ClosingSink):
         with self._lock:
             latest, self._latest = self._latest, None
             if latest is not None:
-                self._jpeg = self._encode(latest)
+                self._jpeg, self._shown = self._encode(latest), latest
             return self._jpeg
+
+    @property
+    def picture(self) -> np.ndarray | None:
+        """The newest kept frame's picture as it is, RGB on the host (None before the
+        first)."""
+        with self._lock:
+            latest = self._latest if self._latest is not None else self._shown
+        if latest is None or latest.frame.image is None:
+            return None
+        return host_array(latest.frame.image)
 
     def write(self, result: Result) -> None:
         now = time.monotonic()

@@ -50,6 +50,9 @@ def test_the_streams_own_line_tried_gives_its_counts_and_a_moved_one_others(lane
         assert moved["events"]["zone_enter"] == moved["zones"]["right"]["candidate"]["entered"]
         stream = client.get("/api/streams/lanes").json()
         assert [x["name"] for x in stream["analytics"]["lines"]] == ["middle"]  # unchanged
+        heat = client.get("/api/streams/lanes/heatmap.png")  # item 5
+        assert heat.status_code == 200 and heat.headers["content-type"] == "image/png"
+        assert heat.content[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_try_says_why_it_cannot(lanes_root):
@@ -57,6 +60,7 @@ def test_try_says_why_it_cannot(lanes_root):
         assert client.post("/api/streams/nope/analytics/try", json={}).status_code == 404
         body = {"url": str(lanes_root / "lanes.mp4"), "id": "lanes"}
         assert client.post("/api/streams", json=body).status_code == 201
+        assert client.get("/api/streams/lanes/heatmap.png").status_code == 204  # no tracker
         off = client.post("/api/streams/lanes/analytics/try", json={"lines": [LINE]})
         assert off.status_code == 409 and "results_dir is off" in off.json()["detail"]
         bad = client.post("/api/streams/lanes/analytics/try",

@@ -272,3 +272,25 @@ def test_the_add_form_takes_a_tracker_lines_and_zones(page, service):
         "remembered across restarts", timeout=10_000)
     send_json("DELETE", f"{base}/api/streams/implied", None)
     assert page.errors == [], page.errors
+
+
+def test_the_live_view_shows_where_tracked_objects_were(page, service):
+    """Issue 36, item 5: the heatmap on the camera UI, in place of the live picture, and
+    back."""
+    from playwright.sync_api import expect
+
+    base, _ = service
+    page.goto(f"{base}/cameras.html#cam")
+    picture = page.get_by_test_id("live-picture")
+    expect(picture).to_have_attribute("data-loaded", "true", timeout=10_000)
+    page.get_by_test_id("live-heatmap").click()
+    expect(page.get_by_test_id("live-heatmap")).to_have_attribute("aria-pressed", "true")
+    expect(picture).to_have_attribute("data-loaded", "true", timeout=10_000)
+    assert page.evaluate("() => [document.getElementById('live-picture').naturalWidth, "
+                         "document.getElementById('live-picture').naturalHeight]") == list(SIZE)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "cameras-heatmap.png"))
+    page.get_by_test_id("live-heatmap").click()
+    expect(page.get_by_test_id("live-heatmap")).to_have_text("Heatmap")
+    expect(picture).to_have_attribute("data-loaded", "true", timeout=10_000)
+    assert page.errors == [], page.errors

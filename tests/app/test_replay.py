@@ -75,3 +75,23 @@ def test_replay_says_what_is_wrong_in_one_line(runs, tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"model": "shapes-yolo"}))
     code, output = vidpipe("replay", tmp_path, "--line", LINE)
     assert code == 2 and "line 1: not a detection line" in output, output
+
+
+def test_run_heatmap_writes_where_the_tracked_objects_were(tmp_path):
+    """Issue 36, item 5: ``vidpipe run --heatmap`` (it implies --track): heatmap.png at the
+    clip's size, over its first picture."""
+    import cv2
+    import numpy as np
+
+    from models.tracking_data import make_tracking_clip
+
+    clip = make_tracking_clip(tmp_path / "lanes.mp4", clip=5, frames=60, size=(320, 192))
+    code, output = vidpipe("run", clip, "--model", "shapes-yolo", "--out", tmp_path / "out",
+                           "--heatmap")
+    assert code == 0, output
+    png = cv2.imread(str(tmp_path / "out" / "heatmap.png"))
+    assert png is not None and png.shape == (192, 320, 3)
+    assert "heatmap.png" in output
+    lines = [json.loads(x) for x in (tmp_path / "out" / "detections.jsonl").open()]
+    assert any(d.get("track_id") is not None for x in lines for d in x["detections"])
+    assert not np.all(png == png[0, 0])

@@ -203,6 +203,10 @@ class Cluster:
         return dict(await self.pool.call(worker.actor.try_analytics.remote(
             stream_id, update.model_dump(mode="json"), frames)))
 
+    async def heatmap(self, stream_id: str) -> bytes | None:
+        png = await self.pool.call(self._owner(stream_id).actor.heatmap.remote(stream_id))
+        return None if png is None else bytes(png)
+
     def _relay(self, worker: WorkerState, message: dict[str, Any]) -> None:
         """A worker's feed message to the API's readers: a stream's change with its worker;
         a removal only when the stream is gone (not moved); events kept as recent."""

@@ -26,6 +26,7 @@ from app.service.analytics_try import try_analytics
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.service import Service
 from app.service.stats import stats
+from app.service.streams import heatmap_png
 from pipelines.metrics import PipelineMetrics
 from pipelines.sinks.broadcast import Subscription
 
@@ -75,6 +76,9 @@ class WorkerHost:
                             frames: int) -> dict[str, Any]:
         return await asyncio.to_thread(try_analytics, self.service.stream(stream_id),
                                        AnalyticsUpdate.model_validate(body), frames)
+
+    async def heatmap(self, stream_id: str) -> bytes | None:
+        return await asyncio.to_thread(heatmap_png, self.service.stream(stream_id))
 
     async def heartbeat(self, after: int) -> dict[str, Any]:
         """The worker now, and the feed events after sequence number ``after``."""

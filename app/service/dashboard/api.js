@@ -130,14 +130,15 @@ export function whyDown(stream) {
   return `${stream.reason} (${attempts}${retry})`;
 }
 
-// A stream's latest picture (boxes and track ids drawn by the service) into `img`, one
-// request at a time, and `overlay`'s viewBox set to its pixels (the shapes' coordinates);
-// false while it has none (204) or the service does not answer.
-export async function loadSnapshot(streamId, img, overlay, holder) {
+// A stream's latest picture (boxes and track ids drawn by the service; `picture`
+// 'heatmap.png': where its tracked objects were) into `img`, one request at a time, and
+// `overlay`'s viewBox set to its pixels (the shapes' coordinates); false while it has none
+// (204) or the service does not answer.
+export async function loadSnapshot(streamId, img, overlay, holder, picture = 'snapshot.jpg') {
   if (holder.loading || document.hidden) return false;
   holder.loading = true;
   try {
-    const r = await fetch(`/api/streams/${encodeURIComponent(streamId)}/snapshot.jpg`,
+    const r = await fetch(`/api/streams/${encodeURIComponent(streamId)}/${picture}`,
       { cache: 'no-store', headers: authHeaders() });
     if (!r.ok || r.status === 204) return false;
     const url = URL.createObjectURL(await r.blob());

@@ -20,6 +20,7 @@ const HINTS = {
 const tiles = new Map(); // stream id -> {node, part, stream, objectUrl, loading}
 let streams = new Map(); // stream id -> the stream as /api/stats shows it
 let selected = null; // the stream id in the live view
+let heatmap = false; // the live view shows where tracked objects were, not the picture
 let editor = null;
 let saving = false; // a save on its way: Save stays disabled
 let polls = 0; // polls sent; a poll sent before the last save answered is stale
@@ -128,6 +129,16 @@ function renderCounts(stream) {
   }));
 }
 
+function onHeatmap() {
+  heatmap = !heatmap;
+  $('live-heatmap').setAttribute('aria-pressed', String(heatmap));
+  $('live-heatmap').textContent = heatmap ? 'Picture' : 'Heatmap';
+  $('live-nopicture').textContent = 'waiting for the first frame…';
+  $('live').classList.remove('has-frame'); // not the other picture while this one loads
+  $('live-picture').removeAttribute('data-loaded');
+  refreshLive();
+}
+
 function select(id) {
   if (id === selected) return;
   selected = id;
@@ -144,7 +155,11 @@ function select(id) {
 async function refreshLive() {
   const id = selected;
   if (!id) return;
-  const loaded = await loadSnapshot(id, $('live-picture'), $('live-overlay'), live);
+  const loaded = await loadSnapshot(id, $('live-picture'), $('live-overlay'), live,
+    heatmap ? 'heatmap.png' : 'snapshot.jpg');
+  if (heatmap && !loaded && id === selected) {
+    $('live-nopicture').textContent = 'no tracked object yet (a camera without a tracker has none)';
+  }
   if (id !== selected) { // another camera was chosen meanwhile: not this picture's size
     $('live-overlay').removeAttribute('viewBox');
   } else if (loaded) {
@@ -415,6 +430,7 @@ function init() {
     if (editor.dirty || editor.draft) e.preventDefault(); // the browser asks before leaving
   });
   $('live-remove').addEventListener('click', onRemove);
+  $('live-heatmap').addEventListener('click', onHeatmap);
   window.addEventListener('resize', () => editor.render());
   onHash();
   poll();

@@ -74,6 +74,10 @@ class Mp4Response(Response):
     media_type = "video/mp4"
 
 
+class PngResponse(Response):
+    media_type = "image/png"
+
+
 class MetricsText(Response):
     media_type = CONTENT_TYPE_LATEST
 

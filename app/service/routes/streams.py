@@ -18,6 +18,7 @@ from app.service.routes.common import (
     EventStream,
     Host,
     JpegResponse,
+    PngResponse,
     errors,
     event_feed,
     sse,
@@ -81,6 +82,18 @@ async def snapshot(stream_id: str, host: Host) -> Response:
     if jpeg is None:
         return Response(status_code=204, headers={"Cache-Control": "no-store"})
     return JpegResponse(jpeg, headers={"Cache-Control": "no-store"})
+
+
+@router.get("/{stream_id}/heatmap.png", response_class=PngResponse,
+            responses=errors(401, 404) | {204: {"description": "no tracked object yet"}})
+async def heatmap(stream_id: str, host: Host) -> Response:
+    """Where the stream's tracked objects were since it started (their bottom-centres, frames
+    spent per 8-pixel cell, blue few to red many) over its latest picture; no content (204)
+    while it has tracked nothing (a stream without a tracker tracks nothing)."""
+    png = await host.heatmap(stream_id)
+    if png is None:
+        return Response(status_code=204, headers={"Cache-Control": "no-store"})
+    return PngResponse(png, headers={"Cache-Control": "no-store"})
 
 
 @router.get("/{stream_id}/results", response_class=EventStream, responses=errors(401, 404)
