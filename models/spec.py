@@ -80,6 +80,9 @@ class ModelSpec(Checked):
     provenance: dict[str, Any] = Field(default_factory=dict)
     licence: str = ""
     measured: dict[str, Any] = Field(default_factory=dict)
+    # tracker settings fitted to this model (`vidpipe model tune-tracker`): what a stream's
+    # tracker takes where its own settings say nothing
+    tracker: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def num_classes(self) -> int:

@@ -74,8 +74,8 @@ def score_tracking(model_path: Path, spec: ModelSpec, clips: Sequence[Path], out
 
     result = evaluate_mot_sequences(gt_dir, found_dir, metrics=["CLEAR", "HOTA", "Identity"])
     summary = json.loads(outputs.summary.read_text())
-    scores = TrackScores(_figures(result.aggregate),
-                         {sid: _figures(r) for sid, r in result.sequences.items()},
+    scores = TrackScores(mot_figures(result.aggregate),
+                         {sid: mot_figures(r) for sid, r in result.sequences.items()},
                          wall_s=pipeline.wall_s or 0.0)
     for sid in ids:
         stream = summary["streams"][sid]
@@ -89,7 +89,7 @@ def score_tracking(model_path: Path, spec: ModelSpec, clips: Sequence[Path], out
     return scores
 
 
-def _figures(result: Any) -> dict[str, float]:
+def mot_figures(result: Any) -> dict[str, float]:
     hota, clear, identity = result.HOTA, result.CLEAR, result.Identity
     return {"HOTA": round(100 * hota.HOTA, 2), "DetA": round(100 * hota.DetA, 2),
             "AssA": round(100 * hota.AssA, 2), "MOTA": round(100 * clear.MOTA, 2),

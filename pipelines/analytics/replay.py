@@ -102,8 +102,9 @@ def _frame(record: dict[str, Any]) -> RecordedFrame:
 
 
 def replay(frames: Iterable[RecordedFrame], stream: str, config: AnalyticsConfig,
-           spec: ModelSpec, fps: float) -> Replayed:
-    """``frames`` (one stream's, in order) through a new StreamAnalytics of ``config``."""
+           spec: ModelSpec, fps: float, *, mot: list[str] | None = None) -> Replayed:
+    """``frames`` (one stream's, in order) through a new StreamAnalytics of ``config``;
+    ``mot``: where to put the confirmed tracks' boxes as MOT rows (1-based frames, ids)."""
     analytics = StreamAnalytics(stream, config, spec, fps)
     replayed = Replayed(analytics.counts())
     for result in _results(frames, stream):
@@ -112,6 +113,13 @@ def replay(frames: Iterable[RecordedFrame], stream: str, config: AnalyticsConfig
             for event in out.events:
                 replayed.events[event["type"]] += 1
                 replayed.event_list.append(event)
+            if mot is not None:
+                d = out.detections
+                for (x1, y1, x2, y2), score, tid in zip(d.xyxy.tolist(), d.score.tolist(),
+                                                        d.track_id.tolist(), strict=True):
+                    if tid >= 0:
+                        mot.append(f"{out.frame.index + 1},{tid + 1},{x1:.2f},{y1:.2f},"
+                                   f"{x2 - x1:.2f},{y2 - y1:.2f},{score:.4f},-1,-1,-1\n")
     replayed.counts = analytics.counts()
     return replayed
 

@@ -19,7 +19,7 @@ from models.spec import ModelSpec
 from pipelines.analytics.config import AnalyticsConfig
 from pipelines.analytics.heatmap import Heatmap
 from pipelines.analytics.lines import LineCounter, anchors
-from pipelines.analytics.tracking import StreamTracker
+from pipelines.analytics.tracking import StreamTracker, fitted
 from pipelines.analytics.zones import ZoneMonitor
 from pipelines.errors import ConfigError
 from pipelines.frame import Detections, Frame, Result
@@ -46,7 +46,8 @@ class StreamAnalytics:
             raise ConfigError(f"stream {stream}: analytics without a tracker")
         self.stream, self.config, self.spec = stream, config, spec
         self.fps = fps or 30.0
-        self.tracker = StreamTracker(config.track, spec.output.score_threshold, self.fps)
+        self.tracker = StreamTracker(fitted(config.track, spec.tracker),
+                                     spec.output.score_threshold, self.fps)
         self.lines = [LineCounter(c, class_ids(c.classes, spec, f"line {c.name}"))
                       for c in config.lines]
         self.zones = [ZoneMonitor(c, class_ids(c.classes, spec, f"zone {c.name}"))

@@ -57,6 +57,18 @@ class Observed:
     pts: float
 
 
+def fitted(settings: TrackerSettings, card: dict[str, Any]) -> TrackerSettings:
+    """``settings`` over the model card's fitted ones (``tracker``): what the user set wins,
+    the card fills the rest; ConfigError for a card whose settings are not a tracker's."""
+    if not card:
+        return settings
+    given = settings.model_dump(include=settings.model_fields_set)
+    try:
+        return TrackerSettings.model_validate(card | given)
+    except ValueError as e:
+        raise ConfigError(f"the model card's tracker settings: {e}") from None
+
+
 class StreamTracker:
     """``score_threshold``: the model's (the default activation and high thresholds);
     ``fps``: the stream's rate (the library counts lost frames at 30 fps)."""

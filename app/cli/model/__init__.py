@@ -10,6 +10,7 @@ feeds a model.
     vidpipe model optimize build/shapes --calib c.mp4    all of it, one table, a loss gate
     vidpipe model build-engine build/shapes --precision int8    TensorRT engine, cached
     vidpipe model check ssdlite-person --video c.mp4    pipeline input and boxes vs reference
+    vidpipe model tune-tracker shapes-yolo --video c.mp4    the tracker's settings, to the card
 
 Each command lives in a module of this package, imported when the command is asked for
 (they load torch and the training code). Bad input exits 2 with one line, like ``run``.
@@ -36,6 +37,7 @@ class ModelCommands(LazyGroup):
         "optimize": "app.cli.model.speed:optimize",
         "check": "app.cli.model.check:check",
         "build-engine": "app.cli.model.engine:build_engine",
+        "tune-tracker": "app.cli.model.tune:tune_tracker",
     }
 
 
