@@ -121,6 +121,10 @@ def test_dashboard_draws_a_streams_lines_and_zones_with_their_counts(page, servi
         re.compile(r"line door in \d+, out \d+"))
     expect(page.get_by_test_id("stream-cam-analytics")).to_contain_text("zone yard")
     expect(overlay).to_have_attribute("viewBox", "0 0 320 240", timeout=20_000)
+    # issue 36, item 5: the zone's occupancy over time, one sample a refresh
+    chart = page.get_by_test_id("stream-cam-occupancy-yard")
+    expect(chart).to_have_attribute("data-samples", re.compile(r"^([3-9]|\d\d+)$"),
+                                    timeout=20_000)
     assert page.errors == [], page.errors
 
 

@@ -3,7 +3,7 @@
 // /api/stats instead. Latency history is kept here, in the page: the API only knows "now".
 import { $, api, authHeaders, clipButton, el, errorText, eventSnapshot, eventText, initToken,
   loadSnapshot, localTime, needToken as markToken, whyDown } from './api.js';
-import { drawChart, fmtDuration, fmtMs, record } from './chart.js';
+import { drawChart, fmtDuration, fmtMs, record, recordValue } from './chart.js';
 import { drawShapes, lineCounts, shapesOf, zoneCounts } from './shapes.js';
 
 const STAGES = ['decode', 'preprocess', 'infer', 'postprocess', 'sink'];
@@ -25,6 +25,7 @@ const NEW_CARD_GRACE_MS = 3000;
 const NOTICE_MS = 10_000;
 
 const history = { stages: new Map(), streams: new Map() }; // name -> [{t, p50, p95, p99}]
+const occupancy = new Map(); // "stream/zone" -> [{t, occupancy}]: each zone's over time
 const cards = new Map(); // stream id -> card (see makeCard)
 const stageBoxes = new Map(); // stage name -> {box, parts}
 let lastStatsAt = 0;
@@ -314,6 +315,17 @@ function renderAnalytics(card, stream) {
     row.append(el('b', '', name), document.createTextNode(` ${figures}`));
     words.append(row);
   }
+  const now = Date.now();
+  for (const zone of analytics.zones) { // how many were inside, over the last minutes
+    const key = `${stream.id}/${zone.name}`;
+    const series = recordValue(occupancy, key, 'occupancy',
+      zoneCounts(analytics.counts, zone.name).occupancy, now);
+    const canvas = el('canvas', 'chart occupancy');
+    canvas.dataset.testid = `stream-${card.id}-occupancy-${zone.name}`;
+    canvas.title = `tracks inside zone ${zone.name} over time`;
+    words.append(canvas);
+    drawChart(canvas, series, now, { lines: ['occupancy'], unit: 'inside' });
+  }
 }
 
 function renderStreamFigures(card, s, now) {
@@ -354,6 +366,7 @@ function dropCard(id) {
   if (card.objectUrl) URL.revokeObjectURL(card.objectUrl);
   cards.delete(id);
   history.streams.delete(id);
+  for (const key of [...occupancy.keys()]) if (key.startsWith(`${id}/`)) occupancy.delete(key);
   $('no-streams').hidden = cards.size > 0;
 }
 

@@ -35,8 +35,18 @@ function niceCeil(v) {
   return [1, 1.5, 2, 3, 4, 5, 6, 8, 10].map((m) => m * step).find((c) => c >= v);
 }
 
-// Lines of p50/p95/p99 against time over the last HISTORY_MS; gaps where a value is null.
-export function drawChart(canvas, series, now) {
+// One value per sample (a zone's occupancy, say), trimmed to HISTORY_MS like `record`.
+export function recordValue(map, key, name, value, t) {
+  let series = map.get(key);
+  if (!series) map.set(key, (series = []));
+  series.push({ t, [name]: value });
+  while (series.length && series[0].t < t - HISTORY_MS) series.shift();
+  return series;
+}
+
+// Lines of p50/p95/p99 (or `lines`, each coloured by the CSS variable of its name) against
+// time over the last HISTORY_MS; gaps where a value is null; `unit` beside the top value.
+export function drawChart(canvas, series, now, { lines = LINES, unit = 'ms' } = {}) {
   const dpr = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || canvas.width;
   const h = canvas.clientHeight || canvas.height;
@@ -45,7 +55,7 @@ export function drawChart(canvas, series, now) {
   const ctx = canvas.getContext('2d');
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, w, h);
-  const values = series.flatMap((s) => LINES.map((k) => s[k])).filter((v) => v !== null);
+  const values = series.flatMap((s) => lines.map((k) => s[k])).filter((v) => v !== null);
   const top = niceCeil(Math.max(0, ...values));
   // The time axis grows with the history up to HISTORY_MS, so a fresh page does not squeeze
   // its first seconds into the right edge.
@@ -60,7 +70,7 @@ export function drawChart(canvas, series, now) {
     ctx.lineTo(w, Math.round(y(v)) + 0.5);
   }
   ctx.stroke();
-  for (const key of LINES) {
+  for (const key of lines) {
     const colour = getComputedStyle(canvas).getPropertyValue(`--${key}`).trim() || '#333';
     ctx.strokeStyle = ctx.fillStyle = colour;
     ctx.lineWidth = key === 'p50' ? 1.6 : 1.1;
@@ -78,7 +88,7 @@ export function drawChart(canvas, series, now) {
   ctx.fillStyle = '#6b7280';
   ctx.font = '10px system-ui, sans-serif';
   ctx.textAlign = 'left';
-  ctx.fillText(`${fmtMs(top)} ms`, 1, 9);
+  ctx.fillText(`${fmtMs(top)} ${unit}`.trim(), 1, 9);
   ctx.textAlign = 'right';
   ctx.fillText(span < 90_000 ? `last ${Math.round(span / 1000)} s`
     : `last ${Math.round(span / 60_000)} min`, w - 1, 9);
