@@ -9,6 +9,12 @@ the anchor's path between two observations cut the line within its two ends — 
 jittering inside the band counts nothing, an object that jumps the line between two frames
 still counts, and one passing beyond an end of the line does not. Positive to negative is
 ``in``, negative to positive ``out``. Tracks with id -1 are never given to it.
+
+Rules against the tracker's mistakes, each off by default (measured on the counting set,
+docs/BENCHMARKS.md, none helped on both its parts): a smoothed anchor, a side reached only
+after ``settle_frames`` observations beyond the band, an anchor landing far from where its
+track's motion put it taken for another object (``max_jump``), a track born where another
+was just lost taking over its side (``relink_frames``), one count per direction per track.
 """
 
 from __future__ import annotations
