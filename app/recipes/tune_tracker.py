@@ -3,8 +3,9 @@ labelled clip; then its recorded boxes are tracked again (``pipelines/analytics/
 under each candidate setting, scored with HOTA and IDF1 against the clip's MOT truth, one
 setting at a time from the model's current ones, keeping what raises HOTA (IDF1 breaks a
 tie), for two passes. The thresholds to try come from the model's own scores on the clip
-(their quartiles) beside its card's threshold. With the clip's truth counts beside it
-(``clip.counts.json``, the counting set's), each evaluation also reports the count error.
+(their first quartile and median) beside its card's threshold. With the clip's truth counts
+beside it (``clip.counts.json``, the counting set's), each evaluation also reports the count
+error.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from app.recipes.track_eval import mot_figures
 from app.run.runner import run_files
@@ -79,8 +81,9 @@ def _record(model_path: Path, spec: ModelSpec, video: Path, out: Path,
 
 
 def _thresholds(frames: list[RecordedFrame], card: float) -> dict[str, tuple[float, ...]]:
-    """Activation and high thresholds to try: the card's and the quartiles of the model's
-    scores on the clip (at or above the card's: lower boxes were never reported)."""
+    """Activation and high thresholds to try: the card's, and the first quartile and the
+    median of the model's scores on the clip (at or above the card's: lower boxes were never
+    reported)."""
     scores = np.concatenate([f.detections.score for f in frames]) if frames else np.zeros(0)
     points = {round(card, 3)} | {round(float(q), 3) for q in np.percentile(scores, (25, 50))
                                  if len(scores)}
@@ -90,7 +93,15 @@ def _thresholds(frames: list[RecordedFrame], card: float) -> dict[str, tuple[flo
 
 def _truth_counts(truth: Path) -> dict[str, Any] | None:
     counts = truth.with_name(truth.name.replace(".mot.txt", ".counts.json"))
-    return json.loads(counts.read_text()) if counts.is_file() and counts != truth else None
+    if not counts.is_file() or counts == truth:
+        return None
+    try:
+        found = json.loads(counts.read_text())
+    except ValueError as e:
+        raise ConfigError(f"{counts}: not JSON ({e})") from None
+    if not isinstance(found, dict) or not {"lines", "lines_at"} <= found.keys():
+        raise ConfigError(f"{counts}: not the counting set's truth counts (lines, lines_at)")
+    return found
 
 
 class _Scorer:
@@ -142,5 +153,9 @@ def write_card(card: Path, settings: dict[str, Any], note: str) -> None:
             continue
         skipping = False
         kept.append(line)
-    block = [f"tracker:  # {note}"] + [f"  {k}: {v}" for k, v in settings.items()]
-    card.write_text("\n".join(kept + block) + "\n")
+    block = yaml.safe_dump({"tracker": settings}, default_flow_style=False, sort_keys=False)
+    header, _, body = block.partition("\n")
+    text = "\n".join([*kept, f"{header}  # {note}"]) + "\n" + body
+    partial = card.with_name(card.name + ".partial")
+    partial.write_text(text)
+    partial.replace(card)  # whole or not at all

@@ -41,7 +41,8 @@ def replay_run(run_dir: Path, *, track: str | None = None, lines: list[str] | No
         config = replay_config(summary.get("streams", {}).get(sid, {}).get("analytics_config"),
                                track, lines, zones, sid)
         replayed = replay(frames, sid, config, spec, stream_fps(frames))
-        report["streams"][sid] = compared(replayed, counted.get(sid), events.get(sid))
+        report["streams"][sid] = compared(replayed, counted.get(sid), events.get(sid)) | {
+            "track": config.track.kind if config.track else None}
         report["frames"] += replayed.frames
     seconds = time.perf_counter() - started
     report |= {"seconds": round(seconds, 3),
@@ -64,8 +65,9 @@ def replay_config(recorded: dict[str, Any] | None, track: str | None,
         return given
     config = AnalyticsConfig.model_validate(recorded)
     update: dict[str, Any] = {}
-    if track is not None:
-        update["track"] = TrackerSettings(kind=track)  # type: ignore[arg-type]
+    if track is not None:  # the kind only: the run's thresholds and times stay
+        update["track"] = (config.track or TrackerSettings()).model_copy(
+            update={"kind": given.track.kind if given and given.track else track})
     if lines:
         update["lines"] = given.lines if given is not None else []
     if zones:
@@ -119,8 +121,11 @@ def _recorded_events(path: Path) -> dict[str, Counter[str]]:
     if not path.is_file():
         return per_stream
     with path.open(encoding="utf-8") as lines:
-        for text in lines:
-            event = json.loads(text)
-            if event.get("type") in ANALYTICS_EVENTS:
-                per_stream.setdefault(str(event["stream"]), Counter())[event["type"]] += 1
+        for number, text in enumerate(lines, start=1):
+            try:
+                event = json.loads(text)
+                if event.get("type") in ANALYTICS_EVENTS:
+                    per_stream.setdefault(str(event["stream"]), Counter())[event["type"]] += 1
+            except (ValueError, KeyError, AttributeError) as e:
+                raise ConfigError(f"{path}, line {number}: not an event ({e})") from None
     return per_stream

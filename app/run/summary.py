@@ -64,7 +64,8 @@ def _analytics(pipeline: Pipeline) -> dict[str, tuple[dict[str, Any], dict[str, 
         return {}
     return {sid: (_with_dwell(a.counts(), a) | {"frames": a.frames,
                                                 "predicted_frames": a.predicted},
-                  a.config.model_dump(mode="json")) for sid, a in stage.streams.items()}
+                  a.config.model_copy(update={"track": a.tracker.settings})  # card's too
+                  .model_dump(mode="json")) for sid, a in stage.streams.items()}
 
 
 def _with_dwell(counts: dict[str, Any], analytics: StreamAnalytics) -> dict[str, Any]:

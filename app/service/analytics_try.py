@@ -33,8 +33,9 @@ def try_analytics(stream: StreamState, update: AnalyticsUpdate,
     path = _results_file(stream)
     started = time.perf_counter()
     with path.open(encoding="utf-8") as lines:
-        recent = deque(lines, maxlen=frames)
-    recorded = recorded_frames(recent, str(path)).get(stream.id, [])
+        recent = _this_session(list(deque(lines, maxlen=frames)), path)
+    recorded = recorded_frames(recent, f"{path} (its last {len(recent)} lines)").get(stream.id,
+                                                                                  [])
     if not recorded:
         raise NothingToReplay(f"stream {stream.id}: no results yet to replay the candidate on")
     spec = stream.analytics.spec if stream.analytics is not None else \
@@ -49,6 +50,22 @@ def try_analytics(stream: StreamState, update: AnalyticsUpdate,
                          "candidate": {k: now[k] for k in ("entered", "exited")}}
                   for name, now in replayed.counts["zones"].items()},
         "events": dict(replayed.events), "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _this_session(lines: list[str], path: Path) -> list[str]:
+    """The lines after the last time the frame numbers started again (the stream removed and
+    added again, the service restarted: another session of the same id, not to be mixed)."""
+    last, start = None, 0
+    for k, text in enumerate(lines):
+        try:
+            frame = int(json.loads(text)["frame"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"{path}: a line of its last {len(lines)} is not a result "
+                              f"({e})") from None
+        if last is not None and frame < last:
+            start = k
+        last = frame
+    return lines[start:]
 
 
 def _results_file(stream: StreamState) -> Path:
@@ -75,7 +92,7 @@ def _candidate(stream: StreamState, update: AnalyticsUpdate) -> AnalyticsConfig:
         raise ConfigError(f"stream {stream.id}: {describe_error(e)}") from None
 
 
-def _counted_over(lines: deque[str]) -> dict[str, dict[str, dict[str, int]]]:
+def _counted_over(lines: list[str]) -> dict[str, dict[str, dict[str, int]]]:
     """What the stream's own lines and zones counted between the first and the last of
     ``lines`` (their ``analytics``: the counts after each frame)."""
     first = last = None

@@ -101,8 +101,8 @@ class ServiceEvents:
             return float(getattr(source, "fps", 0) or 30.0)
 
         def lost_s(_: str) -> float:
-            analytics = getattr(held(), "analytics", None)
-            track = analytics.config.track if analytics is not None else None
+            analytics = getattr(held(), "analytics", None)  # its tracker's, card included
+            track = analytics.tracker.settings if analytics is not None else None
             return (track.lost_frames if track is not None else 30) / 30.0
 
         stream.outputs.events = self.sink(stream.id, spec, fps, lost_s, ring)

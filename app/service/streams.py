@@ -227,8 +227,9 @@ def source_opener(stream: StreamState, config: ServiceConfig, ring: PacketRing |
 def on_loop(loop: asyncio.AbstractEventLoop, stream: StreamState,
             call: Callable[..., None]) -> Callable[..., None]:
     """``call(stream, *args)`` run on ``loop``, callable from any thread, while the stream
-    lives. Its source holds it weakly: stream -> source -> stream was a cycle that kept a
-    removed stream's decoder, pictures and sockets until the collector's next full pass."""
+    lives. The stream is held weakly: it holds its source, which holds this, and a cycle
+    would keep a removed stream's decoder and pictures until the collector's next full
+    pass."""
     held = weakref.ref(stream)
 
     def report(*args: Any) -> None:
@@ -244,7 +245,7 @@ def heatmap_png(stream: StreamState) -> bytes | None:
     if stream.analytics is None or not stream.analytics.heatmap.frames:
         return None
     picture = stream.outputs.snapshot.picture
-    return bytes(stream.analytics.heatmap.png(picture))
+    return bytes(stream.analytics.heatmap.png(picture, picture_size(stream.source)))
 
 
 def check_fits(analytics: AnalyticsConfig | None, source: Any, stream_id: str,

@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 
 CELL = 8  # source pixels a side
+MAX_SIDE = 16_384  # source pixels: anchors beyond (a stray box) are not counted
 
 
 class Heatmap:
@@ -33,7 +34,7 @@ class Heatmap:
         if not len(points):
             return
         cells = np.floor(np.asarray(points, np.float64) / self.cell).astype(np.int64)
-        cells = cells[(cells >= 0).all(axis=1)]
+        cells = cells[((cells >= 0) & (cells < MAX_SIDE // self.cell)).all(axis=1)]
         if not len(cells):
             return
         rows, cols = cells[:, 1], cells[:, 0]

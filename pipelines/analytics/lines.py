@@ -66,6 +66,7 @@ class LineCounter:
     _frame: int = 0
 
     def __post_init__(self) -> None:
+        self._present: set[int] = set()  # the tracks of the frame being counted
         x1, y1, x2, y2 = self.config.points
         self._a = np.array([x1, y1], np.float64)
         self._d = np.array([x2 - x1, y2 - y1], np.float64)
@@ -75,6 +76,7 @@ class LineCounter:
                class_id: np.ndarray) -> list[Crossing]:
         """One frame's confirmed tracks (ids >= 0): the crossings they completed."""
         self._frame += 1
+        self._present = {int(t) for t in track_id.tolist() if t >= 0}
         crossings = []
         points = anchors(xyxy, self.config.anchor)
         heights = xyxy[:, 3].astype(np.float64) - xyxy[:, 1]
@@ -182,8 +184,8 @@ class LineCounter:
             return None
         best, nearest = None, float("inf")
         for tid, state in self._tracks.items():
-            if not 0 < self._frame - state.seen <= frames:
-                continue
+            if not 0 < self._frame - state.seen <= frames or tid in self._present:
+                continue  # not lost lately, or in this frame (not handled yet)
             d = float(np.hypot(point[0] - state.point[0], point[1] - state.point[1]))
             if d <= max(height, state.height, 1.0) and d < nearest:
                 best, nearest = tid, d

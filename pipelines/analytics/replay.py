@@ -7,7 +7,7 @@ ids cleared). A predicted line (``--detect-every``, ``--detect-fps``) rides with
 frame the model saw, as it did in the run, and gets the tracker's boxes between the two; a
 ``"skipped"`` line (motion gating) comes out with no boxes. The boxes are the ones written,
 rounded to 0.01 px and scores to 1e-4: a replay with the run's own settings gives the run's
-counts (tests/pipelines/test_replay.py) unless the rounding breaks a tie otherwise.
+counts (tests/app/test_replay.py) unless the rounding breaks a tie otherwise.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def recorded_frames(lines: Iterable[str], where: str,
 
 
 def recorded_counts(path: Path) -> dict[str, dict[str, Any]]:
-    """Each stream's counts after its last line (``analytics``; streams without none)."""
+    """Each stream's counts after its last line (``analytics``; none for a stream whose lines
+    have none)."""
     last: dict[str, tuple[int, dict[str, Any]]] = {}
     with path.open(encoding="utf-8") as lines:
         for text in lines:

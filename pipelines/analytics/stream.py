@@ -59,7 +59,7 @@ class StreamAnalytics:
         # until when (the stream's pts) an object seen on a detected frame may still be there:
         # the tracker's lost-track time after it; motion gating detects every frame till then
         self.watch_until = float("-inf")
-        self._watch_s = config.track.lost_frames / 30.0  # lost_frames count 30 fps frames
+        self._watch_s = self.tracker.settings.lost_frames / 30.0  # 30 fps frames
         # the counts after the last result, replaced whole: what the API reads while results
         # are processed on the analytics thread
         self.latest: dict[str, Any] = self.counts()

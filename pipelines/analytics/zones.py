@@ -12,6 +12,7 @@ fewer are — a begin and an end, not a flag per frame.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,9 @@ def inside_polygon(points: np.ndarray, polygon: np.ndarray) -> np.ndarray:
         at = x1 + (y - y1) * (x2 - x1) / (y2 - y1)
     crossings = straddles & (x < at)
     return np.asarray(crossings.sum(axis=1) % 2 == 1)
+
+
+DWELLS_KEPT = 100_000
 
 
 @dataclass(slots=True)
@@ -55,7 +59,8 @@ class ZoneMonitor:
     crowds: int = 0
     max_occupancy: int = 0
     crowded: bool = False
-    dwells: list[float] = field(default_factory=list)  # each ended visit's, seconds
+    # the last DWELLS_KEPT ended visits' dwell, seconds (a service's stream runs for months)
+    dwells: deque[float] = field(default_factory=lambda: deque(maxlen=DWELLS_KEPT))
     _visits: dict[int, _Visit] = field(default_factory=dict)
     _crowd_since: float | None = None
 
@@ -148,8 +153,8 @@ class ZoneMonitor:
         return []
 
     def dwell_summary(self) -> dict[str, Any]:
-        """The ended visits' dwell: how many, their mean, median, 90th percentile and
-        longest (seconds)."""
+        """The ended visits' dwell (the last DWELLS_KEPT): how many, their mean, median,
+        90th percentile and longest (seconds)."""
         if not self.dwells:
             return {"visits": 0}
         d = np.asarray(self.dwells, np.float64)

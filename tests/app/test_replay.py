@@ -62,6 +62,7 @@ def test_a_moved_line_and_another_tracker_are_counted_without_the_model(runs):
     assert moved["streams"]["lanes"]["zones"]["left"]["recorded"] == \
         moved["streams"]["lanes"]["zones"]["left"]["replayed"]  # zones kept as they were
     other = _replayed(runs[1], "--track", "sort")
+    assert other["streams"]["lanes"]["track"] == "sort"  # the run's was bytetrack
     assert set(other["streams"]["lanes"]["lines"]) == {"middle"}
 
 

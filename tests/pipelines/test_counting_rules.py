@@ -68,6 +68,18 @@ def test_a_track_lost_on_the_line_and_born_across_it_counts_with_relink():
     assert run(DOWN.model_copy(update={"relink_frames": 30})) == {"in": 1, "out": 0}
 
 
+def test_relink_never_takes_a_track_that_is_still_in_view():
+    """Track 1 stands left of the line; track 2 appears right of it beside track 1 and is
+    listed first: it is another object, not track 1 reborn."""
+    counter = LineCounter(DOWN.model_copy(update={"relink_frames": 30}))
+    for _ in range(5):
+        counter.update(box_at(90), np.array([1]), np.array([0]))
+    for _ in range(5):
+        both = np.concatenate([box_at(108), box_at(90)])
+        counter.update(both, np.array([2, 1]), np.array([0, 0]))
+    assert counter.counts == {"in": 0, "out": 0}
+
+
 def test_settle_frames_need_that_many_observations_beyond_the_band():
     counter = LineCounter(DOWN.model_copy(update={"settle_frames": 3}))
     walk(counter, [50, 60, 120, 121, 60, 61, 62])  # two frames across, then back: no count

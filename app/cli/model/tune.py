@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -66,7 +66,7 @@ def tune_tracker(
     console.print(f"wrote {out / 'tune.json'}")
 
 
-def _print(report: dict) -> None:  # type: ignore[type-arg]
+def _print(report: dict[str, Any]) -> None:
     table = Table(title=f"tracker fitted on {Path(report['video']).name} "
                         f"({report['evaluations']} settings tried)")
     table.add_column("")

@@ -9,6 +9,7 @@ import { drawShapes, lineCounts, shapesOf, zoneCounts } from './shapes.js';
 const POLL_MS = 1000;
 const GRID_PICTURE_MS = 1000;
 const LIVE_PICTURE_MS = 250;
+const HEATMAP_MS = 3000;
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const PREFIX = { line: 'line', zone: 'zone', mask: 'mask' };
 const HINTS = {
@@ -26,7 +27,7 @@ let saving = false; // a save on its way: Save stays disabled
 let polls = 0; // polls sent; a poll sent before the last save answered is stale
 let staleBefore = 0;
 let polling = false;
-const live = { loading: false, objectUrl: null };
+const live = { loading: false, objectUrl: null, heatAt: 0 };
 
 // ---- the grid -------------------------------------------------------------------------------
 function tile(stream) {
@@ -136,6 +137,7 @@ function onHeatmap() {
   $('live-nopicture').textContent = 'waiting for the first frame…';
   $('live').classList.remove('has-frame'); // not the other picture while this one loads
   $('live-picture').removeAttribute('data-loaded');
+  live.heatAt = 0;
   refreshLive();
 }
 
@@ -155,6 +157,9 @@ function select(id) {
 async function refreshLive() {
   const id = selected;
   if (!id) return;
+  // the heatmap is drawn and encoded for each request: every few seconds is enough
+  if (heatmap && Date.now() - live.heatAt < HEATMAP_MS) return;
+  if (heatmap) live.heatAt = Date.now();
   const loaded = await loadSnapshot(id, $('live-picture'), $('live-overlay'), live,
     heatmap ? 'heatmap.png' : 'snapshot.jpg');
   if (heatmap && !loaded && id === selected) {
