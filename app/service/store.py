@@ -113,7 +113,7 @@ class ServiceStore:
     def save_stream(self, cfg: StreamConfig, origin: Origin, now: float) -> None:
         """Remember ``cfg`` (its ``id`` set) as the stream now is."""
         assert cfg.id is not None, "a stream is saved under the id it runs with"
-        body = json.dumps(cfg.model_dump(mode="json", exclude_defaults=True))
+        body = json.dumps(cfg.model_dump(mode="json", exclude_unset=True))  # what was said
         with self._locked() as db:
             db.execute("INSERT INTO streams (id, origin, config, added_at, changed_at) "
                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "

@@ -91,3 +91,18 @@ def test_the_rule_of_precedence_between_the_config_and_what_was_remembered(store
                                                                         id="declared")))
     remembered.changed(StreamConfig(url="/m/a.mp4", id="api-cam", track="bytetrack"))
     assert store.stream("declared")[1] == "config" and store.stream("api-cam")[1] == "api"
+
+
+def test_a_remembered_tracker_keeps_what_was_said_and_leaves_the_rest_to_the_card(store):
+    """Issue 36, item 3: settings the user gave (even at their default value) survive a
+    restart as given; those not given stay unsaid, for the model card's fitted ones."""
+    from pipelines.analytics.config import TrackerSettings
+    from pipelines.analytics.tracking import fitted
+
+    cfg = StreamConfig(url="rtsp://10.0.0.5/cam", id="door",
+                       track=TrackerSettings(kind="bytetrack", lost_frames=30))
+    store.save_stream(cfg, "api", time.time())
+    loaded, _ = store.stream("door")
+    card = {"lost_frames": 90, "min_iou": 0.3}
+    track = fitted(loaded.track, card)
+    assert (track.lost_frames, track.min_iou) == (30, 0.3)

@@ -172,7 +172,7 @@ class Cluster:
     async def _start_on(self, sid: str, cfg: StreamConfig, wid: str) -> None:
         worker = self.pool.states[wid]
         shown = await self.pool.call(worker.actor.add_stream.remote(
-            cfg.model_dump(mode="json")))
+            cfg.model_dump(mode="json", exclude_unset=True)))
         worker.streams[sid] = shown
         self.books.owners[sid] = wid
         self.feed.emit({"type": "stream", "stream": shown | {"worker": wid}})
@@ -190,7 +190,7 @@ class Cluster:
         async with self._lock:
             worker = self._owner(stream_id)
             shown = await self.pool.call(worker.actor.set_analytics.remote(
-                stream_id, update.model_dump(mode="json")))
+                stream_id, update.model_dump(mode="json", exclude_unset=True)))
             worker.streams[stream_id] = shown
             # a move starts it again with these, and so does the next start
             self.books.configs[stream_id] = update.applied_to(self.books.configs[stream_id])
@@ -201,7 +201,7 @@ class Cluster:
                             frames: int) -> dict[str, Any]:
         worker = self._owner(stream_id)  # its results are on its worker's disk
         return dict(await self.pool.call(worker.actor.try_analytics.remote(
-            stream_id, update.model_dump(mode="json"), frames)))
+            stream_id, update.model_dump(mode="json", exclude_unset=True), frames)))
 
     async def heatmap(self, stream_id: str) -> bytes | None:
         png = await self.pool.call(self._owner(stream_id).actor.heatmap.remote(stream_id))
