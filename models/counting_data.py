@@ -248,6 +248,21 @@ def _within(points: tuple[float, float, float, float], p: np.ndarray, q: np.ndar
     return 0.0 <= along <= 1.0
 
 
+def count_error(found: dict[str, dict[str, dict[str, int]]],
+                truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Clips' line counts (clip -> line -> {"in", "out"}) against their truth (clip -> its
+    counts.json): |found - truth| summed over clips, lines and directions, and over the true
+    crossings."""
+    errors = crossings = 0
+    for clip, counts in truth.items():
+        for name, true in counts["lines"].items():
+            for d in ("in", "out"):
+                errors += abs(found[clip][name][d] - true[d])
+                crossings += true[d]
+    return {"errors": errors, "crossings": crossings,
+            "error": round(errors / crossings, 4) if crossings else 0.0}
+
+
 def make_counting_clip(path: Path, seed: int, *, noisy: bool = False,
                        progress: ProgressFn | None = None) -> Path:
     """Write a counting clip, its boxes file, MOT truth and truth counts; returns the clip."""

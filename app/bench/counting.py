@@ -21,7 +21,15 @@ from rich.table import Table
 
 from app.recipes.track_eval import score_tracking
 from app.run.sources import stream_ids
-from models.counting_data import HELD_OUT_SEEDS, LINES, TUNE_SEEDS, ZONE, counting_set, counts_path
+from models.counting_data import (
+    HELD_OUT_SEEDS,
+    LINES,
+    TUNE_SEEDS,
+    ZONE,
+    count_error,
+    counting_set,
+    counts_path,
+)
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, LineConfig, TrackerSettings, ZoneConfig
 from pipelines.analytics.replay import recorded_streams, replay, stream_fps
@@ -32,7 +40,6 @@ FP32 = "models/zoo/shapes-yolo/model.onnx"
 INT8 = "models/zoo/shapes-yolo/model.pruned50.int8.onnx"
 QUALITIES = {"fp32": (FP32, False), "int8": (INT8, False), "weak": (FP32, True)}
 SPLITS = {"tune": TUNE_SEEDS, "held-out": HELD_OUT_SEEDS}
-DIRECTIONS = ("in", "out")
 
 Rule = Callable[[AnalyticsConfig], AnalyticsConfig]
 
@@ -62,10 +69,10 @@ RULES: dict[str, Rule] = {
 }
 
 
-def analytics(every: int = 1, track: TrackerSettings | None = None) -> AnalyticsConfig:
-    """The set's lines and zone, ByteTrack (or ``track``), the model on one frame in ``every``."""
+def analytics(every: int = 1) -> AnalyticsConfig:
+    """The set's lines and zone, ByteTrack, the model on one frame in ``every``."""
     return AnalyticsConfig(
-        track=track or TrackerSettings(),
+        track=TrackerSettings(),
         lines=[LineConfig(name=name, points=points) for name, points in LINES],
         zones=[ZoneConfig(name=ZONE[0], polygon=list(ZONE[1]))], detect_every=every)
 
@@ -77,19 +84,6 @@ def clips_of(split: str, noisy: bool, folder: Path = CLIPS_DIR) -> list[Path]:
 def truths(clips: list[Path]) -> dict[str, dict[str, Any]]:
     return {sid: json.loads(counts_path(c).read_text())
             for sid, c in zip(stream_ids(clips), clips, strict=True)}
-
-
-def count_error(found: dict[str, dict[str, dict[str, int]]],
-                truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """|found - truth| summed over clips, lines and directions, and over the true crossings."""
-    errors = crossings = 0
-    for sid, lines in truth.items():
-        for name, counts in lines["lines"].items():
-            for d in DIRECTIONS:
-                errors += abs(found[sid][name][d] - counts[d])
-                crossings += counts[d]
-    return {"errors": errors, "crossings": crossings,
-            "error": round(errors / crossings, 4) if crossings else 0.0}
 
 
 def record(quality: str, split: str, every: int, out: Path) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import yaml
 
 from app.recipes.track_eval import mot_figures
 from app.run.runner import run_files
+from models.counting_data import count_error
 from models.spec import ModelSpec
 from pipelines.analytics.config import AnalyticsConfig, LineConfig, TrackerSettings
 from pipelines.analytics.replay import RecordedFrame, recorded_streams, replay, stream_fps
@@ -48,7 +49,8 @@ def tune(model_path: Path, spec: ModelSpec, video: Path, truth: Path, out: Path,
     frames = _record(model_path, spec, video, out, detect_every)
     counts = _truth_counts(truth)
     scorer = _Scorer(frames, spec, truth, counts)
-    current = fitted(TrackerSettings(), spec.tracker).model_dump()
+    start = fitted(TrackerSettings(), spec.tracker).model_dump()  # what the model runs with
+    current = dict(start)
     before = scorer.score(current)
     best = before
     search = dict(SEARCH) | _thresholds(frames, spec.output.score_threshold)
@@ -63,8 +65,7 @@ def tune(model_path: Path, spec: ModelSpec, video: Path, truth: Path, out: Path,
                     if on_step is not None:
                         on_step(f"{key} = {value}: HOTA {best['HOTA']:.1f}, IDF1 "
                                 f"{best['IDF1']:.1f}")
-    changed = {k: v for k, v in current.items()
-               if v != fitted(TrackerSettings(), spec.tracker).model_dump()[k]}
+    changed = {k: v for k, v in current.items() if v != start[k]}
     return {"video": str(video), "truth": str(truth), "detect_every": detect_every,
             "before": before, "after": best,
             "settings": current, "changed": changed, "evaluations": scorer.evaluations}
@@ -134,10 +135,8 @@ class _Scorer:
         figures: dict[str, Any] = {k: v for k, v in mot_figures(result.aggregate).items()
                                    if k in ("HOTA", "IDF1", "IDSW")}
         if self.counts is not None:
-            errors = sum(abs(replayed.counts["lines"][n][d] - c[d])
-                         for n, c in self.counts["lines"].items() for d in ("in", "out"))
-            crossings = sum(c[d] for c in self.counts["lines"].values() for d in ("in", "out"))
-            figures["count_errors"] = f"{errors}/{crossings}"
+            error = count_error({"clip": replayed.counts["lines"]}, {"clip": self.counts})
+            figures["count_errors"] = f"{error['errors']}/{error['crossings']}"
         return figures
 
 

@@ -11,17 +11,9 @@ from typing import Any
 
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, TrackerSettings, from_flags
-from pipelines.analytics.replay import (
-    Replayed,
-    recorded_counts,
-    recorded_streams,
-    replay,
-    stream_fps,
-)
+from pipelines.analytics.replay import Replayed, last_counts, recorded_streams, replay, stream_fps
+from pipelines.analytics.stream import ANALYTICS_EVENTS
 from pipelines.errors import ConfigError
-
-ANALYTICS_EVENTS = ("line_cross", "zone_enter", "zone_exit", "loiter", "crowd_begin",
-                    "crowd_end")
 
 
 def replay_run(run_dir: Path, *, track: str | None = None, lines: list[str] | None = None,
@@ -34,14 +26,13 @@ def replay_run(run_dir: Path, *, track: str | None = None, lines: list[str] | No
     _, spec = resolve_model(model or _recorded_model(summary, run_dir))
     started = time.perf_counter()
     recorded = recorded_streams(run_dir / "detections.jsonl")
-    counted = recorded_counts(run_dir / "detections.jsonl")
     events = _recorded_events(run_dir / "events.jsonl")
     report: dict[str, Any] = {"streams": {}, "frames": 0}
     for sid, frames in recorded.items():
         config = replay_config(summary.get("streams", {}).get(sid, {}).get("analytics_config"),
                                track, lines, zones, sid)
         replayed = replay(frames, sid, config, spec, stream_fps(frames))
-        report["streams"][sid] = compared(replayed, counted.get(sid), events.get(sid)) | {
+        report["streams"][sid] = compared(replayed, last_counts(frames), events.get(sid)) | {
             "track": config.track.kind if config.track else None}
         report["frames"] += replayed.frames
     seconds = time.perf_counter() - started
@@ -65,9 +56,8 @@ def replay_config(recorded: dict[str, Any] | None, track: str | None,
         return given
     config = AnalyticsConfig.model_validate(recorded)
     update: dict[str, Any] = {}
-    if track is not None:  # the kind only: the run's thresholds and times stay
-        update["track"] = (config.track or TrackerSettings()).model_copy(
-            update={"kind": given.track.kind if given and given.track else track})
+    if track is not None:  # the kind only (checked by from_flags): the run's times stay
+        update["track"] = (config.track or TrackerSettings()).model_copy(update={"kind": track})
     if lines:
         update["lines"] = given.lines if given is not None else []
     if zones:

@@ -5,7 +5,6 @@ left as it is."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from pathlib import Path
@@ -19,7 +18,13 @@ from app.service.streams import StreamState
 from models.checked import describe_error
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
-from pipelines.analytics.replay import recorded_frames, replay, stream_fps
+from pipelines.analytics.replay import (
+    RecordedFrame,
+    last_counts,
+    recorded_frames,
+    replay,
+    stream_fps,
+)
 from pipelines.errors import ConfigError
 
 RECENT_FRAMES = 9000  # the results replayed by default: 5 minutes at 30 fps
@@ -33,15 +38,15 @@ def try_analytics(stream: StreamState, update: AnalyticsUpdate,
     path = _results_file(stream)
     started = time.perf_counter()
     with path.open(encoding="utf-8") as lines:
-        recent = _this_session(list(deque(lines, maxlen=frames)), path)
-    recorded = recorded_frames(recent, f"{path} (its last {len(recent)} lines)").get(stream.id,
-                                                                                  [])
+        recent = deque(lines, maxlen=frames)
+    recorded = _this_session(
+        recorded_frames(recent, f"{path} (its last {len(recent)} lines)").get(stream.id, []))
     if not recorded:
         raise NothingToReplay(f"stream {stream.id}: no results yet to replay the candidate on")
     spec = stream.analytics.spec if stream.analytics is not None else \
         resolve_model(stream.model)[1]
     replayed = replay(recorded, stream.id, config, spec, stream_fps(recorded))
-    counted = _counted_over(recent)
+    counted = _counted_over(recorded)
     return {
         "frames": len(recorded), "from_pts": recorded[0].pts, "to_pts": recorded[-1].pts,
         "lines": {name: {"stream": counted["lines"].get(name), "candidate": now}
@@ -52,20 +57,12 @@ def try_analytics(stream: StreamState, update: AnalyticsUpdate,
         "events": dict(replayed.events), "seconds": round(time.perf_counter() - started, 3)}
 
 
-def _this_session(lines: list[str], path: Path) -> list[str]:
-    """The lines after the last time the frame numbers started again (the stream removed and
-    added again, the service restarted: another session of the same id, not to be mixed)."""
-    last, start = None, 0
-    for k, text in enumerate(lines):
-        try:
-            frame = int(json.loads(text)["frame"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise ConfigError(f"{path}: a line of its last {len(lines)} is not a result "
-                              f"({e})") from None
-        if last is not None and frame < last:
-            start = k
-        last = frame
-    return lines[start:]
+def _this_session(frames: list[RecordedFrame]) -> list[RecordedFrame]:
+    """The frames after the last time the frame numbers started again (the stream removed
+    and added again, the service restarted: another session of the same id, not to mix)."""
+    start = next((k for k in range(len(frames) - 1, 0, -1)
+                  if frames[k].index < frames[k - 1].index), 0)
+    return frames[start:]
 
 
 def _results_file(stream: StreamState) -> Path:
@@ -92,15 +89,11 @@ def _candidate(stream: StreamState, update: AnalyticsUpdate) -> AnalyticsConfig:
         raise ConfigError(f"stream {stream.id}: {describe_error(e)}") from None
 
 
-def _counted_over(lines: list[str]) -> dict[str, dict[str, dict[str, int]]]:
+def _counted_over(frames: list[RecordedFrame]) -> dict[str, dict[str, dict[str, int]]]:
     """What the stream's own lines and zones counted between the first and the last of
-    ``lines`` (their ``analytics``: the counts after each frame)."""
-    first = last = None
-    for text in lines:
-        if '"analytics"' in text:
-            counts = json.loads(text)["analytics"]
-            first = counts if first is None else first
-            last = counts
+    ``frames`` (their ``analytics``: the counts after each frame)."""
+    first = next((f.analytics for f in frames if f.analytics is not None), None)
+    last = last_counts(frames)
     if first is None or last is None:
         return {"lines": {}, "zones": {}}
     return {"lines": {name: {d: now[d] - first["lines"].get(name, {}).get(d, 0)

@@ -37,6 +37,7 @@ class RecordedFrame:
     detections: Detections  # the boxes written, track ids cleared
     predicted: bool = False  # the tracker's boxes in the run: the model did not see it
     skipped: str | None = None  # motion gating kept it from the model
+    analytics: dict[str, Any] | None = None  # the stream's counts after it, as written
 
 
 @dataclass
@@ -45,25 +46,23 @@ class Replayed:
 
     counts: dict[str, Any]  # StreamAnalytics.counts() after the last frame
     events: Counter[str] = field(default_factory=Counter)  # event type -> how many
-    event_list: list[dict[str, Any]] = field(default_factory=list)
     frames: int = 0
 
 
 def recorded_streams(path: Path) -> dict[str, list[RecordedFrame]]:
-    """A run's detections.jsonl, per stream in frame order; ConfigError for a file that is
-    missing or not one."""
+    """A run's detections.jsonl, per stream in the order written (frame order); ConfigError
+    for a file that is missing or not one."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such file (a run's folder holds detections.jsonl)")
     with path.open(encoding="utf-8") as lines:
         return recorded_frames(lines, str(path))
 
 
-def recorded_frames(lines: Iterable[str], where: str,
-                    first: int = 1) -> dict[str, list[RecordedFrame]]:
-    """Detection lines (``first``: the number of the first, for messages), per stream in
-    frame order; ConfigError naming ``where`` and the line for one that is not one."""
+def recorded_frames(lines: Iterable[str], where: str) -> dict[str, list[RecordedFrame]]:
+    """Detection lines per stream, in the order written; ConfigError naming ``where`` and
+    the line for one that is not one."""
     streams: dict[str, list[RecordedFrame]] = {}
-    for number, text in enumerate(lines, start=first):
+    for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
@@ -72,24 +71,12 @@ def recorded_frames(lines: Iterable[str], where: str,
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"{where}, line {number}: not a detection line ({e})") from None
         streams.setdefault(stream, []).append(frame)
-    for frames in streams.values():
-        frames.sort(key=lambda f: f.index)
     return streams
 
 
-def recorded_counts(path: Path) -> dict[str, dict[str, Any]]:
-    """Each stream's counts after its last line (``analytics``; none for a stream whose lines
-    have none)."""
-    last: dict[str, tuple[int, dict[str, Any]]] = {}
-    with path.open(encoding="utf-8") as lines:
-        for text in lines:
-            if '"analytics"' not in text:
-                continue
-            record = json.loads(text)
-            stream, index = str(record["stream"]), int(record["frame"])
-            if stream not in last or index >= last[stream][0]:
-                last[stream] = (index, record["analytics"])
-    return {stream: counts for stream, (_, counts) in last.items()}
+def last_counts(frames: list[RecordedFrame]) -> dict[str, Any] | None:
+    """A stream's counts after its last frame that has them (None: its lines have none)."""
+    return next((f.analytics for f in reversed(frames) if f.analytics is not None), None)
 
 
 def _frame(record: dict[str, Any]) -> RecordedFrame:
@@ -99,7 +86,8 @@ def _frame(record: dict[str, Any]) -> RecordedFrame:
                          else float(record["pts"]),
                          Detections(xyxy, np.asarray([d["score"] for d in boxes], np.float32),
                                     np.asarray([d["class_id"] for d in boxes], np.int32)),
-                         bool(record.get("predicted", False)), record.get("skipped"))
+                         bool(record.get("predicted", False)), record.get("skipped"),
+                         record.get("analytics"))
 
 
 def replay(frames: Iterable[RecordedFrame], stream: str, config: AnalyticsConfig,
@@ -113,7 +101,6 @@ def replay(frames: Iterable[RecordedFrame], stream: str, config: AnalyticsConfig
             replayed.frames += 1
             for event in out.events:
                 replayed.events[event["type"]] += 1
-                replayed.event_list.append(event)
             if mot is not None:
                 d = out.detections
                 for (x1, y1, x2, y2), score, tid in zip(d.xyxy.tolist(), d.score.tolist(),

@@ -25,6 +25,10 @@ from pipelines.errors import ConfigError
 from pipelines.frame import Detections, Frame, Result
 from pipelines.metrics import PipelineMetrics
 
+# the events a stream's analytics make (each result's ``events``), in the events' schema
+ANALYTICS_EVENTS = ("line_cross", "zone_enter", "zone_exit", "loiter", "crowd_begin",
+                    "crowd_end")
+
 
 def class_ids(names: list[str] | None, spec: ModelSpec, where: str) -> set[int] | None:
     """The model's class ids of ``names`` (None: every class); ConfigError for a label the
