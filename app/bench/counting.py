@@ -57,7 +57,9 @@ def _track(**update: Any) -> Rule:
 # The rules measured: each against the defaults, on the same recorded boxes.
 RULES: dict[str, Rule] = {
     "defaults": lambda a: a,
-    "duplicate_iou 0 (before)": _track(duplicate_iou=0.0),
+    "bytetrack, no fast objects (before)": _track(kind="bytetrack", fast_objects=False),
+    "no fast objects": _track(fast_objects=False),
+    "duplicate_iou 0": _track(duplicate_iou=0.0),
     "confirm_frames 3": _track(confirm_frames=3),
     "lost_frames 60": _track(lost_frames=60),
     "hysteresis 0.3": _lines(hysteresis=0.3),
@@ -70,7 +72,7 @@ RULES: dict[str, Rule] = {
 
 
 def analytics(every: int = 1) -> AnalyticsConfig:
-    """The set's lines and zone, ByteTrack, the model on one frame in ``every``."""
+    """The set's lines and zone, the default tracker, the model on one frame in ``every``."""
     return AnalyticsConfig(
         track=TrackerSettings(),
         lines=[LineConfig(name=name, points=points) for name, points in LINES],

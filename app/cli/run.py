@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 TrackOpt = Annotated[str | None, typer.Option(
     "--track", metavar="TRACKER", help="Track objects across frames: bytetrack, botsort, "
     "ocsort or sort (Roboflow's trackers). Each detection gets a track_id (confirmed "
-    "tracks only). Implied (bytetrack) by --line, --zone and --detect-every.")]
+    "tracks only). Implied (botsort) by --line, --zone, --detect-every and --heatmap.")]
 LineOpt = Annotated[list[str] | None, typer.Option(
     "--line", metavar="NAME=x1,y1,x2,y2", help="A counting line in source pixels "
     "(repeatable). 'in' is a crossing from the right-hand side of the line walked from "

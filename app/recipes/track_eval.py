@@ -63,8 +63,10 @@ def score_tracking(model_path: Path, spec: ModelSpec, clips: Sequence[Path], out
     _, pipeline, outputs = run_files(clips, model_path, spec, out, options,
                                      on_progress=on_progress)
     gt_dir, found_dir = out / "mot" / "gt", out / "mot" / "tracks"
-    gt_dir.mkdir(parents=True, exist_ok=True)
-    found_dir.mkdir(parents=True, exist_ok=True)
+    for folder in (gt_dir, found_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("*.txt"):  # an earlier run's clips would be scored too
+            stale.unlink()
     ids = stream_ids(clips)
     tracks = _mot_tracks(outputs.detections)
     for sid, truth in zip(ids, truths, strict=True):

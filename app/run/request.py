@@ -16,7 +16,7 @@ from app.run.outputs import RunOutputs
 from app.run.runner import run_files
 from app.run.sources import Location, stream_ids
 from models.zoo import resolve_model
-from pipelines.analytics.config import from_flags
+from pipelines.analytics.config import DEFAULT_TRACKER, from_flags
 from pipelines.errors import ConfigError
 from pipelines.events.config import ClipSettings
 from pipelines.options import PipelineOptions
@@ -87,7 +87,7 @@ def run_request(request: RunRequest, *,
 
 def _implied(request: RunRequest) -> str | None:
     """The tracker --heatmap implies (it maps where tracked objects went)."""
-    return "bytetrack" if request.heatmap else None
+    return DEFAULT_TRACKER if request.heatmap else None
 
 
 def _records(request: RunRequest, events: EventsConfig) -> dict[str, Location]:

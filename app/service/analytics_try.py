@@ -17,7 +17,7 @@ from app.service.config import AnalyticsUpdate
 from app.service.streams import StreamState
 from models.checked import describe_error
 from models.zoo import resolve_model
-from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
+from pipelines.analytics.config import DEFAULT_TRACKER, AnalyticsConfig, TrackerSettings
 from pipelines.analytics.replay import (
     RecordedFrame,
     last_counts,
@@ -76,13 +76,13 @@ def _results_file(stream: StreamState) -> Path:
 
 
 def _candidate(stream: StreamState, update: AnalyticsUpdate) -> AnalyticsConfig:
-    """The stream's tracker (or the update's, or ByteTrack) with the candidate's lines and
+    """The stream's tracker (or the update's, or DEFAULT_TRACKER) with the candidate's lines and
     zones."""
     track = stream.analytics.config.track if stream.analytics is not None else None
     if track is None:
         given = update.track
         track = given if isinstance(given, TrackerSettings) else \
-            TrackerSettings(kind=given or "bytetrack")
+            TrackerSettings(kind=given or DEFAULT_TRACKER)
     try:
         return AnalyticsConfig(track=track, lines=update.lines, zones=update.zones)
     except ValidationError as e:  # a line of no length, a name twice

@@ -20,6 +20,7 @@ from pydantic import Field, IPvAnyNetwork, ValidationError, model_validator
 from app.outputs.config import EventsConfig
 from models.checked import JSON_NUMBER, CheckedBody, Count, describe_error
 from pipelines.analytics.config import (
+    DEFAULT_TRACKER,
     AnalyticsConfig,
     LineConfig,
     MaskConfig,
@@ -65,7 +66,7 @@ class StreamConfig(CheckedBody):
     id: str | None = Field(default=None, pattern=STREAM_ID_PATTERN)
     model: str | None = None  # default: the service's model
     policy: Literal["block", "drop_oldest"] | None = None  # default: drop_oldest (live)
-    # analytics, as `vidpipe run`'s flags: a tracker (implied, bytetrack, by lines, zones
+    # analytics, as `vidpipe run`'s flags: a tracker (implied, botsort, by lines, zones
     # and detect_every or detect_fps), counting lines and zones in source pixels, the
     # detection interval (one frame in N) or rate (about F frames a second)
     track: TrackerKind | TrackerSettings | None = None
@@ -138,10 +139,10 @@ class AnalyticsUpdate(CheckedBody):
 
     def applied_to(self, cfg: StreamConfig) -> StreamConfig:
         """``cfg`` as the stream runs after this update: its lines, zones and masks replaced,
-        its tracker its own (or this update's, or ByteTrack, once it has lines or zones)."""
+        its tracker its own (or this update's, or DEFAULT_TRACKER, once it has lines or zones)."""
         track = cfg.track or self.track
         if track is None and (self.lines or self.zones):
-            track = "bytetrack"
+            track = DEFAULT_TRACKER
         return cfg.model_copy(update={"track": track, "lines": self.lines,
                                       "zones": self.zones, "masks": self.masks})
 
@@ -163,7 +164,7 @@ def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[Li
             and detect_fps is None and gating.motion == "off"):
         return None
     settings = track if isinstance(track, TrackerSettings) else \
-        TrackerSettings(kind=track or "bytetrack")
+        TrackerSettings(kind=track or DEFAULT_TRACKER)
     try:
         return AnalyticsConfig(track=settings, lines=lines, zones=zones,
                                detect_every=detect_every, detect_fps=detect_fps,

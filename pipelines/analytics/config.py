@@ -8,12 +8,16 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Self, TypeVar, get_args
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, StrictBool, ValidationError, model_validator
 
 from models.checked import JSON_NUMBER, Checked, Count, Number, describe_error
 from pipelines.errors import ConfigError
 
 TrackerKind = Literal["bytetrack", "botsort", "ocsort", "sort"]
+# the tracker where none is named (implied by lines, zones, a detection interval, motion
+# gating, heatmaps): BoT-SORT counted closer than ByteTrack on every held-out cell of the
+# counting set and tracked better on the occluded clips (docs/BENCHMARKS.md)
+DEFAULT_TRACKER: TrackerKind = "botsort"
 # Motion-gated detection: off (every frame the picker takes goes to the model), or where the
 # motion is read from: the codec's motion vectors, a small grey picture's change, or auto
 # (vectors where the decoder gives them, pixels otherwise): pipelines/decode/motion.py
@@ -31,7 +35,7 @@ class TrackerSettings(Checked):
     run lower. ``lost_frames``: how long a lost track is kept (30 fps frames, scaled by the
     stream's rate); ``confirm_frames``: detections in a row before a track gets an id."""
 
-    kind: TrackerKind = "bytetrack"
+    kind: TrackerKind = DEFAULT_TRACKER
     activation: Annotated[float, Field(ge=0.0, le=1.0), JSON_NUMBER] | None = None
     high: Annotated[float, Field(ge=0.0, le=1.0), JSON_NUMBER] | None = None
     lost_frames: Count = Field(default=30, ge=0)
@@ -41,6 +45,9 @@ class TrackerSettings(Checked):
     # object the model named twice: only that box is tracked, the other keeps no track id
     # (0: every box is tracked; 0.6 measured on the counting set, docs/BENCHMARKS.md)
     duplicate_iou: Number = Field(default=0.6, ge=0.0, le=1.0)
+    # boxes no track took, linked by constant motion: an object moving more than half its
+    # size a frame gets a track of its own (pipelines/analytics/fast.py)
+    fast_objects: StrictBool = True
 
 
 class LineConfig(Checked):
@@ -52,7 +59,8 @@ class LineConfig(Checked):
     docs/BENCHMARKS.md): ``smoothing`` (the weight of a track's past anchor in the one the
     line judges; 0: the box's own), ``settle_frames`` (observations in a row beyond the band
     before a side counts as reached), ``relink_frames`` (a track born within a box height of
-    where another was lost this many frames before takes over its side; 0: off),
+    where the motion of one lost at most this many frames before has taken it takes over
+    its side; 0: off),
     ``once_per_track`` (a track counts each direction at most once), ``max_jump`` (a track
     whose anchor lands farther than this many box heights from where its motion put it is
     taken for another object, an identity switch, and starts afresh where it is; 0: off)."""
@@ -64,7 +72,7 @@ class LineConfig(Checked):
     smoothing: Number = Field(default=0.0, ge=0.0, lt=1.0)
     settle_frames: Count = Field(default=1, ge=1, le=30)
     relink_frames: Count = Field(default=0, ge=0, le=300)
-    once_per_track: bool = False
+    once_per_track: StrictBool = False
     max_jump: Number = Field(default=0.0, ge=0.0, le=10.0)
     classes: list[str] | None = None  # labels counted; None: all
 
@@ -178,7 +186,7 @@ def from_flags(track: str | None, lines: list[str], zones: list[str],
     """The CLI's ``--track``, ``--line``, ``--zone``, ``--detect-every``, ``--detect-fps``,
     ``--motion``, ``--motion-heartbeat``, ``--mask`` -> AnalyticsConfig (None: none given).
     Lines, zones, a detection interval or rate, or motion gating without ``--track`` track
-    with ByteTrack."""
+    with DEFAULT_TRACKER (BoT-SORT)."""
     masks = masks or []
     if motion not in get_args(MotionMode):
         raise ConfigError(f"--motion {motion!r}: expected one of "
@@ -191,7 +199,7 @@ def from_flags(track: str | None, lines: list[str], zones: list[str],
     if track is not None and track not in get_args(TrackerKind):
         raise ConfigError(f"--track {track!r}: expected one of {', '.join(get_args(TrackerKind))}")
     try:
-        return AnalyticsConfig(track=TrackerSettings(kind=track or "bytetrack"),  # type: ignore[arg-type]
+        return AnalyticsConfig(track=TrackerSettings(kind=track or DEFAULT_TRACKER),  # type: ignore[arg-type]
                                lines=[parse_line(t) for t in lines],
                                zones=[parse_zone(t) for t in zones], detect_every=detect_every,
                                detect_fps=detect_fps, motion=motion,  # type: ignore[arg-type]

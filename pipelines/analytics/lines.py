@@ -13,8 +13,10 @@ still counts, and one passing beyond an end of the line does not. Positive to ne
 Rules against the tracker's mistakes, each off by default (measured on the counting set,
 docs/BENCHMARKS.md, none helped on both its parts): a smoothed anchor, a side reached only
 after ``settle_frames`` observations beyond the band, an anchor landing far from where its
-track's motion put it taken for another object (``max_jump``), a track born where another
-was just lost taking over its side (``relink_frames``), one count per direction per track.
+track's motion put it taken for another object (``max_jump``), a track born where the
+motion of one just lost has taken it taking over its side (``relink_frames``), one count per
+direction per track. A track the tracker confirms late (the fast-object chains) hands its
+earlier boxes to ``update`` (``before``): the line judges its whole path.
 """
 
 from __future__ import annotations
@@ -72,9 +74,11 @@ class LineCounter:
         self._d = np.array([x2 - x1, y2 - y1], np.float64)
         self._length = float(np.hypot(*self._d))
 
-    def update(self, xyxy: np.ndarray, track_id: np.ndarray,
-               class_id: np.ndarray) -> list[Crossing]:
-        """One frame's confirmed tracks (ids >= 0): the crossings they completed."""
+    def update(self, xyxy: np.ndarray, track_id: np.ndarray, class_id: np.ndarray,
+               before: dict[int, np.ndarray] | None = None) -> list[Crossing]:
+        """One frame's confirmed tracks (ids >= 0): the crossings they completed.
+        ``before``: tracks confirmed on this frame and their boxes before it, oldest first,
+        judged ahead of their box here."""
         self._frame += 1
         self._present = {int(t) for t in track_id.tolist() if t >= 0}
         crossings = []
@@ -83,11 +87,16 @@ class LineCounter:
         for point, height, tid, cls in zip(points, heights, track_id, class_id, strict=True):
             if tid < 0 or (self.class_ids is not None and int(cls) not in self.class_ids):
                 continue
-            crossed = self._observe(int(tid), (float(point[0]), float(point[1])),
-                                    max(float(height), 0.0))
-            if crossed is not None:
-                self.counts[crossed] += 1
-                crossings.append(Crossing(int(tid), crossed, int(cls)))
+            earlier = (before or {}).get(int(tid))
+            steps = [] if earlier is None else \
+                list(zip(anchors(earlier, self.config.anchor), earlier[:, 3] - earlier[:, 1],
+                         strict=True))
+            for p, h in [*steps, (point, height)]:
+                crossed = self._observe(int(tid), (float(p[0]), float(p[1])),
+                                        max(float(h), 0.0))
+                if crossed is not None:
+                    self.counts[crossed] += 1
+                    crossings.append(Crossing(int(tid), crossed, int(cls)))
         if self._frame % 64 == 0:
             self._tracks = {t: s for t, s in self._tracks.items()
                             if self._frame - s.seen < STALE_FRAMES}
@@ -155,9 +164,7 @@ class LineCounter:
 
     def _jumped(self, state: _TrackSide, point: tuple[float, float], height: float) -> bool:
         """With ``max_jump``: whether ``point`` lies too far from where the track's motion
-        puts it now; keeps the track's velocity up to date otherwise."""
-        if not self.config.max_jump:
-            return False
+        puts it now. Keeps the track's velocity up to date otherwise."""
         gap = max(self._frame - state.seen, 1)
         (x, y) = state.point
         step = ((point[0] - x) / gap, (point[1] - y) / gap)
@@ -166,7 +173,7 @@ class LineCounter:
             return False
         vx, vy = state.velocity
         off = float(np.hypot(point[0] - (x + vx * gap), point[1] - (y + vy * gap)))
-        if off > self.config.max_jump * max(height, state.height, 1.0):
+        if self.config.max_jump and off > self.config.max_jump * max(height, state.height, 1.0):
             return True
         state.velocity = (0.5 * vx + 0.5 * step[0], 0.5 * vy + 0.5 * step[1])
         return False
@@ -177,16 +184,20 @@ class LineCounter:
 
     def _taken_over(self, point: tuple[float, float], height: float) -> _TrackSide | None:
         """With ``relink_frames``: the state of the track lost nearest ``point`` (within a
-        box height, at most that many frames ago), handed to a track just born there — one
-        object whose identity the tracker lost keeps the side it had reached."""
+        box height of where its motion has taken it since, lost at most that many frames
+        ago), handed to a track just born there — one object whose identity the tracker
+        lost, behind something or in a crowd, keeps the side it had reached."""
         frames = self.config.relink_frames
         if not frames:
             return None
         best, nearest = None, float("inf")
         for tid, state in self._tracks.items():
-            if not 0 < self._frame - state.seen <= frames or tid in self._present:
+            gap = self._frame - state.seen
+            if not 0 < gap <= frames or tid in self._present:
                 continue  # not lost lately, or in this frame (not handled yet)
-            d = float(np.hypot(point[0] - state.point[0], point[1] - state.point[1]))
+            vx, vy = state.velocity or (0.0, 0.0)
+            d = float(np.hypot(point[0] - state.point[0] - vx * gap,
+                               point[1] - state.point[1] - vy * gap))
             if d <= max(height, state.height, 1.0) and d < nearest:
                 best, nearest = tid, d
         return None if best is None else self._tracks.pop(best)

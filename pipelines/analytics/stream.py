@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from models.spec import ModelSpec
 from pipelines.analytics.config import AnalyticsConfig
 from pipelines.analytics.heatmap import Heatmap
@@ -103,12 +105,16 @@ class StreamAnalytics:
             out.append(self._count(Result(rider, boxes, rider.timings, predicted=True)))
             self.predicted += 1
         frame = dataclasses.replace(result.frame, riders=[])
-        out.append(self._count(dataclasses.replace(result, frame=frame, detections=tracked)))
+        out.append(self._count(dataclasses.replace(result, frame=frame, detections=tracked),
+                               self.tracker.confirmed))
         if len(tracked) and frame.pts is not None:
             self.watch_until = frame.pts + self._watch_s
         return out
 
-    def _count(self, result: Result) -> Result:
+    def _count(self, result: Result, before: dict[int, np.ndarray] | None = None) -> Result:
+        """The result's counts and events; ``before``: the boxes that tracks confirmed on
+        it had before, which the lines judge first (a crossing made before the track had
+        its id still counts, here)."""
         self.frames += 1
         frame: Frame = result.frame
         now = frame.pts if frame.pts is not None else frame.index / self.fps
@@ -116,7 +122,7 @@ class StreamAnalytics:
         self.heatmap.add(anchors(d.xyxy[d.track_id >= 0], "bottom_center"))
         events: list[dict[str, Any]] = []
         for line in self.lines:
-            for c in line.update(d.xyxy, d.track_id, d.class_id):
+            for c in line.update(d.xyxy, d.track_id, d.class_id, before):
                 events.append({"type": "line_cross", "line": line.config.name,
                                "direction": c.direction, "track_id": c.track_id,
                                "class_id": c.class_id})

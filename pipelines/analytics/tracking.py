@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.analytics.config import TrackerSettings
+from pipelines.analytics.fast import FastLinker
 from pipelines.analytics.timeline import Timeline
 from pipelines.errors import ConfigError
 from pipelines.frame import Detections
@@ -86,10 +87,15 @@ class StreamTracker:
                   "minimum_consecutive_frames": settings.confirm_frames,
                   "minimum_iou_threshold": settings.min_iou,
                   "minimum_iou_threshold_first_assoc": settings.min_iou,
-                  "enable_cmc": False}  # BoT-SORT's camera motion needs the picture: not kept
+                  "enable_cmc": False,  # BoT-SORT's camera motion needs the picture: not kept
+                  # BoT-SORT would confirm every box of the first frame at once
+                  "instant_first_frame_activation": False}
         accepted = inspect.signature(cls.__init__).parameters
         self._tracker = cls(**{k: v for k, v in wanted.items() if k in accepted})
         self.settings = settings
+        self._fast = FastLinker(fps) if settings.fast_objects else None
+        # tracks confirmed on the last detected frame: their boxes before it, oldest first
+        self.confirmed: dict[int, np.ndarray] = {}
         self.last: Observed | None = None  # the last detected frame
         # the library skips a frame whose time is not later than the last one's
         self._clock = Timeline(fps)
@@ -109,6 +115,10 @@ class StreamTracker:
         ids = np.full(n, -1, np.int32)
         if len(tracked):
             ids[np.asarray(tracked.data["index"], int)] = np.asarray(tracked.tracker_id, int)
+        if self._fast is not None:
+            left = kept[ids[kept] < 0]
+            ids[left] = self._fast.update(detections.xyxy[left], detections.class_id[left], pts)
+            self.confirmed = self._fast.confirmed
         out = Detections(detections.xyxy, detections.score, detections.class_id, ids)
         self.last = Observed(out, pts)
         return out

@@ -213,7 +213,7 @@ def test_a_streams_lines_and_zones_are_configured_shown_and_replaced(media_root)
         added = client.post("/api/streams", json=body)
         assert added.status_code == 201, added.text
         shown = added.json()["analytics"]
-        assert shown["track"] == "bytetrack" and shown["lines"][0]["name"] == "door"
+        assert shown["track"] == "botsort" and shown["lines"][0]["name"] == "door"
         assert shown["counts"]["lines"] == {"door": {"in": 0, "out": 0}}
         wait_for(lambda: 'vidpipe_zone_occupancy{stream="cam",zone="yard"}'
                  in client.get("/metrics").text)

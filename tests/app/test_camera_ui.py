@@ -268,7 +268,7 @@ def test_the_add_form_takes_a_tracker_lines_and_zones(page, service):
     form.get_by_test_id("add-lines").fill("door=0,96,320,96")
     form.get_by_test_id("add-submit").click()
     expect(page.get_by_test_id("add-message")).to_have_text(
-        "added implied (tracked with bytetrack: lines and zones count tracks): it is "
+        "added implied (tracked with botsort: lines and zones count tracks): it is "
         "remembered across restarts", timeout=10_000)
     send_json("DELETE", f"{base}/api/streams/implied", None)
     assert page.errors == [], page.errors

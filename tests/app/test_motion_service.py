@@ -26,7 +26,7 @@ def test_a_still_camera_skips_the_detector_and_says_so(tmp_path):
         assert added.status_code == 201, added.text
         shown = added.json()["analytics"]
         assert shown["motion"] == "pixels" and shown["motion_heartbeat_s"] == 2
-        assert shown["track"] == "bytetrack"  # implied: motion leaves frames to a tracker
+        assert shown["track"] == "botsort"  # implied: motion leaves frames to a tracker
         intake = client.app.state.service.streams["yard"].pipeline.stages[0]
         assert [m.name for m in intake.meter.masks()] == ["clock", "sway"]  # what it reads
 

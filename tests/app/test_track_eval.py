@@ -51,9 +51,14 @@ def test_the_true_line_count_is_every_crossing_of_a_true_object(tmp_path: Path):
 
 def test_evaluate_with_a_tracker_prints_and_writes_hota_mota_idf1(lanes: Path, tmp_path: Path):
     out = tmp_path / "run"
+    for folder in ("gt", "tracks"):  # an earlier run's clip in the same folder: not scored
+        (out / "mot" / folder).mkdir(parents=True)
+        (out / "mot" / folder / "earlier.txt").write_text(
+            mot_truth_path(lanes).read_text() if folder == "gt" else "")
     code, output = vidpipe_model("evaluate", "shapes-yolo", "--video", lanes, "--track",
                                  "bytetrack", "--line", "middle=160,0,160,192", "--out", out)
     assert code == 0, output
+    assert set(json.loads((out / "tracking.json").read_text())["per_clip"]) == {"lanes"}
     assert "HOTA" in output and "IDF1" in output and "line middle on lanes" in output
     record = json.loads((out / "tracking.json").read_text())
     overall = record["overall"]

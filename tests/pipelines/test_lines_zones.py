@@ -167,7 +167,7 @@ def test_flags_parse_or_say_what_is_wrong():
     assert from_flags(None, [], [], 1) is None
     implied = from_flags(None, ["door=1,2,3,4"], [], 1)
     assert implied is not None and implied.track is not None
-    assert implied.track.kind == "bytetrack"
+    assert implied.track.kind == "botsort"
     with pytest.raises(ConfigError, match="unique"):
         from_flags("sort", ["a=1,2,3,4"], ["a=0,0,1,0,1,1"])
     with pytest.raises(ConfigError, match="expected one of"):

@@ -19,7 +19,7 @@ from app.recipes.evaluate import LabelsError, reference_truth, score_against, sc
 from app.recipes.track_eval import METRICS, score_tracking
 from models.data import boxes_path
 from models.zoo import resolve_model
-from pipelines.analytics.config import from_flags
+from pipelines.analytics.config import DEFAULT_TRACKER, from_flags
 from pipelines.options import PipelineOptions
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def _evaluate_tracking(model_name: str, video: list[Path], out: Path, batch_size
         with RunProgress(console) as progress:
             scores = score_tracking(model_path, spec, video, out, options,
                                     on_progress=progress.update)
-    kind = analytics.track.kind if analytics and analytics.track else "bytetrack"
+    kind = analytics.track.kind if analytics and analytics.track else DEFAULT_TRACKER
     console.print(f"{spec.name} + {kind}, detector on 1 frame in {detect_every}, "
                   f"{scores.frames} frames ({scores.predicted_frames} predicted), "
                   f"{scores.frames / scores.wall_s:.1f} fps", highlight=False)

@@ -58,7 +58,7 @@ async def delete_stream(stream_id: str, host: Host) -> Response:
 @router.put("/{stream_id}/analytics", responses=errors(400, 401, 404, 409, 413))
 async def set_analytics(stream_id: str, body: AnalyticsUpdate, host: Host) -> Stream:
     """Replace the stream's lines and zones (source pixels); one kept unchanged keeps
-    its counts. A stream without a tracker gets one (bytetrack unless ``track``)."""
+    its counts. A stream without a tracker gets one (BoT-SORT unless ``track``)."""
     return await host.set_analytics(stream_id, body)
 
 
