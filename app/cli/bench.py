@@ -9,9 +9,15 @@ from typing import Annotated
 import typer
 
 from app.cli.console import configure_logging, console, failing_cleanly
-from app.cli.options import DEFAULTS, BatchOpt, DecodeThreadsOpt, InferThreadsOpt, ModelOpt
-
-DEMO_CLIP = Path("build/demo/clip.mp4")
+from app.cli.options import (
+    DEFAULTS,
+    BatchOpt,
+    DecodeThreadsOpt,
+    DeviceOpt,
+    InferThreadsOpt,
+    ModelOpt,
+    RuntimeOpt,
+)
 
 
 def bench(
@@ -109,6 +115,21 @@ def bench(
         "--ultralytics-python", metavar="PYTHON", help="With --runtimes or --startup: an "
         "interpreter that has Ultralytics, to run its predict(stream=True) on models it "
         "exported (a peer to compare with; vidpipe never imports it).")] = None,
+    loadgen: Annotated[str | None, typer.Option(
+        "--loadgen", metavar="SCENARIOS", help="Instead: MLPerf's LoadGen (mlcommons-loadgen) "
+        "drives vidpipe's detector and the hand-written loop, one at a time, in these "
+        "scenarios (comma-separated: SingleStream, MultiStream, Server, Offline) for each "
+        "--model (default: ssdlite-person and the four shapes-yolo variants); MLPerf's ten "
+        "minutes a run unless --loadgen-seconds or --short. LoadGen's logs under OUT.")]
+    = None,
+    loadgen_seconds: Annotated[float | None, typer.Option(
+        "--loadgen-seconds", min=1.0, help="With --loadgen: each run's least length instead "
+        "of MLPerf's 600 s (figures made so say so).")] = None,
+    short: Annotated[bool, typer.Option(
+        "--short", help="With --loadgen: seconds a run, for CI (LoadGen may call the runs "
+        "INVALID for their length).")] = False,
+    runtime: RuntimeOpt = DEFAULTS.runtime,
+    device: DeviceOpt = DEFAULTS.device,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
 ) -> None:
@@ -121,9 +142,11 @@ def bench(
     with failing_cleanly():
         if _cameras(capacity, motion, cameras, modes, seconds, out, not uncapped):
             pass
+        elif loadgen is not None:
+            _loadgen(loadgen, model, runtime, device, out, loadgen_seconds, short)
         elif events:
             from app.bench.events import bench_events
-            from app.run.demo import ensure_demo_clip
+            from app.run.demo import DEMO_CLIP, ensure_demo_clip
 
             bench_events(console, reps, out, ensure_demo_clip(DEMO_CLIP, console), events_mqtt)
         elif runtimes:
@@ -156,6 +179,18 @@ def bench(
                            out)
 
 
+def _loadgen(scenarios: str, model: str | None, runtime: str, device: str, out: Path,
+             seconds: float | None, short: bool) -> None:
+    """``--loadgen``: the scenarios, for each model named (default: the five shipped)."""
+    from app.bench.loadgen.bench import MODELS, bench_loadgen
+    from pipelines.options import PipelineOptions
+
+    models = [m for m in model.split(",") if m.strip()] if model else list(MODELS)
+    bench_loadgen(console, [s.strip() for s in scenarios.split(",") if s.strip()], models,
+                  PipelineOptions(runtime=runtime, device=device), out, seconds=seconds,
+                  short=short)
+
+
 def _tracked(counting: bool, tracking: bool, detect_every: str, reps: int, out: Path) -> bool:
     """``--counting`` or ``--tracking``, if asked for: whether one ran."""
     everys = sorted({1, *(int(v) for v in detect_every.split(",") if v.strip())})
@@ -180,7 +215,7 @@ def _cameras(capacity: bool, motion: bool, cameras: str, modes: str | None, seco
         bench_capacity(console, _ints(cameras), seconds, modes, out, capped)
     elif motion:
         from app.bench.motion import bench_motion
-        from app.run.demo import ensure_demo_clip
+        from app.run.demo import DEMO_CLIP, ensure_demo_clip
 
         bench_motion(console, seconds, out, ensure_demo_clip(DEMO_CLIP, console))
     return capacity or motion

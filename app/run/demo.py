@@ -36,6 +36,9 @@ class PersonScore:
         return self.false_hits / self.empty_frames if self.empty_frames else float("nan")
 
 
+DEMO_CLIP = Path("build/demo/clip.mp4")  # the demo clip, made once where benches need it
+
+
 def ensure_demo_clip(clip: Path, console: Console, seed: int = 0, *,
                      hard: bool = False) -> Path:
     """The demo clip (``hard``: the harder one) at ``clip``, made unless it and its truth file

@@ -3,6 +3,9 @@ vidpipe's Detections.
 
 ``update`` gives every box of a detected frame its track: the id of a confirmed track, or -1
 (a box no track has taken yet, or a track not confirmed: those ids are never reported).
+With ``fast_objects``, the boxes the library's tracker left without an id go on to the
+fast-object chains (``pipelines/analytics/fast.py``); a chain confirmed on this frame leaves
+its earlier boxes in ``confirmed`` for the lines.
 ``between`` gives the boxes of the frames the detector skipped (``--detect-every N``): each
 object seen on both detected frames around them, moved in proportion of time along the line
 between its two boxes — so a skipped frame is never a guess past what the detector saw. An

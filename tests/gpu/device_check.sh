@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The GPU check, prepared to run in ONE call on a lent GPU machine (docs/GPU.md), under 5 min:
+# The GPU check, prepared to run in ONE call on a lent GPU machine (docs/GPU.md), under 6 min:
 #   1. puts the carried Python packages on PYTHONPATH (the machine cannot download anything),
 #   2. runs the GPU tests with REQUIRE_GPU=1 (a skipped GPU test fails instead): the one
 #      engine's stages on the GPU (build_pipeline, DeviceRuntime's two slots), the service's
 #      shared detector serving four streams, NVML found by UUID, CV-CUDA and TensorRT where
 #      they are (TensorRT 11's strongly typed engines: tests/gpu/test_engine_gpu.py),
-#   3. runs tests/gpu/bench_gpu.py, which prints ONE table.
+#   3. runs tests/gpu/bench_gpu.py, which prints ONE table,
+#   4. runs LoadGen's four scenarios, short, on the engine (tests/gpu/loadgen_gpu.py).
 # What the libraries' APIs are is checked without a GPU (tests/gpu_api, make gpu-api).
 #
 # The machine's python3 has torch (CUDA), numpy, OpenCV, ONNX Runtime, scikit-image,
@@ -30,7 +31,7 @@ BUNDLE=${VIDPIPE_GPU_BUNDLE:-.whl/gpu-site.tar.xz}
 SITE=${VIDPIPE_GPU_SITE:-/tmp/vidpipe-gpu-site}
 PY=${PYTHON:-python3}
 # Pins from pyproject.toml where the project pins them; the PyNvVideoCodec that was read.
-PINNED_NO_DEPS=(av==18.1.0 pynvvideocodec==2.2.4)
+PINNED_NO_DEPS=(av==18.1.0 pynvvideocodec==2.2.4 mlcommons-loadgen==6.0.17)
 PINNED_WITH_DEPS=(pydantic==2.14.4)
 PLATFORM=(--only-binary=:all: --python-version 3.12 --implementation cp
           --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
@@ -118,7 +119,12 @@ bench=0
 timeout 110 "$PY" tests/gpu/bench_gpu.py --budget-s 95 --out "$log_dir" 2> "$log_dir/bench.log" \
     || bench=$?
 
-echo "device_check: GPU tests exit ${tests}, benchmark exit ${bench}, $((SECONDS - started)) s"
-if (( tests != 0 || bench != 0 )); then
+# 4. LoadGen's four scenarios, short, on the engine (TensorRT where it is, else torch)
+loadgen=0
+timeout 90 "$PY" tests/gpu/loadgen_gpu.py 2> "$log_dir/loadgen.log" || loadgen=$?
+
+echo "device_check: GPU tests exit ${tests}, benchmark exit ${bench}, loadgen exit" \
+    "${loadgen}, $((SECONDS - started)) s"
+if (( tests != 0 || bench != 0 || loadgen != 0 )); then
     exit 1
 fi

@@ -1,0 +1,67 @@
+"""Issue 39: MLPerf's LoadGen drives vidpipe's detector and the hand-written loop — a short
+run of one scenario through `vidpipe bench --loadgen`, LoadGen's own summary read back, and
+the Server rate search on its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.bench.loadgen import harness
+from app.bench.loadgen.bench import _server_rate
+from tests.support.cli import vidpipe
+
+pytest.importorskip("mlperf_loadgen", reason="mlcommons-loadgen is installed by make test")
+
+
+def test_a_short_single_stream_run_answers_every_query_and_writes_loadgen_s_logs(
+        tmp_path: Path):
+    code, output = vidpipe("bench", "--loadgen", "SingleStream", "--model", "shapes-yolo",
+                           "--short", "-o", tmp_path)
+    assert code == 0, output
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert report["length"] == "short (CI)"
+    systems = {run["system"]: run for run in report["runs"]}
+    assert set(systems) == {"vidpipe", "hand loop"}
+    for name, run in systems.items():
+        folder = tmp_path / "shapes-yolo" / "model" / name.replace(" ", "-") / "SingleStream"
+        summary = harness.read_summary(folder / harness.SUMMARY)
+        assert summary.scenario == "SingleStream"
+        # at least the short mode's queries, each answered (LoadGen waits for every one)
+        assert int(summary.fields["min_query_count"]) == harness.SHORT_QUERIES
+        assert run["scenarios"]["SingleStream"]["p90_ms"] > 0
+        assert run["scenarios"]["SingleStream"]["valid"] == summary.valid
+        # the same model on the same frames: the accuracy run's mAP, where the clip has truth
+        assert 0.5 < run["mAP50"] <= 1.0
+    assert systems["vidpipe"]["mAP50"] == pytest.approx(systems["hand loop"]["mAP50"],
+                                                        abs=0.01)
+
+
+def test_a_scenario_that_is_not_one_of_loadgen_s_is_one_line(tmp_path: Path):
+    code, output = vidpipe("bench", "--loadgen", "Streaming", "--model", "shapes-yolo",
+                           "--short", "-o", tmp_path)
+    assert code == 2 and "expected some of SingleStream, MultiStream, Server, Offline" in output
+
+
+class _Probe:
+    def __init__(self, p99_ms: float) -> None:
+        self.p99_ms = p99_ms
+
+    def headline(self) -> dict[str, float]:
+        return {"p99_ms": self.p99_ms}
+
+
+def test_the_server_rate_is_the_highest_probe_within_the_bound(tmp_path: Path):
+    """A system whose p99 stays at 50 ms up to 120 queries a second and then explodes: the
+    search between 0 and 400 settles just under 120."""
+    tried: list[float] = []
+
+    def run(scenario, folder, *, probe=False, given=None):
+        rate = given["server_target_qps"]
+        tried.append(rate)
+        return _Probe(50.0 if rate <= 120 else 900.0)
+
+    rate = _server_rate(run, tmp_path, 400.0)
+    assert 100 <= rate <= 120 and len(tried) == 5
