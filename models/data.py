@@ -175,13 +175,19 @@ def training_image(rng: np.random.Generator,
     image, truth = render(sample_scene(rng, content, moving=False), 0.0, rng)
     if content != size:
         image, truth = _pad(image, truth, size)
+    return maybe_jpeg(rng, image), truth
+
+
+def maybe_jpeg(rng: np.random.Generator, image: np.ndarray) -> np.ndarray:
+    """Half the time, ``image`` through JPEG at a random quality (40-94), as a stream's
+    pictures may have been; else the image itself."""
     if rng.uniform() < 0.5:
         ok, encoded = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY,
                                                    int(rng.integers(40, 95))])
         decoded = cv2.imdecode(encoded, cv2.IMREAD_UNCHANGED) if ok else None
         if decoded is not None:
-            image = decoded
-    return image, truth
+            return decoded
+    return image
 
 
 def _pad(image: np.ndarray, truth: Truth, size: tuple[int, int]) -> tuple[np.ndarray, Truth]:

@@ -100,9 +100,11 @@ def qdq_activations(model_path: Path) -> Literal["none", "symmetric", "asymmetri
 
 def quantize_model(model_path: Path, out_path: Path, frames: np.ndarray, method: str,
                    *, target: str = "onnxruntime",
-                   on_progress: Callable[[str], None] | None = None) -> Path:
+                   on_progress: Callable[[str], None] | None = None,
+                   excluded: list[str] | None = None) -> Path:
     """Write the QDQ INT8 model of ``model_path`` calibrated on ``frames`` [N, C, H, W] for
-    ``target`` (``onnxruntime``: UINT8 activations; ``tensorrt``: symmetric INT8)."""
+    ``target`` (``onnxruntime``: UINT8 activations; ``tensorrt``: symmetric INT8). The nodes
+    that stay float: ``excluded``, or by default ShapesYOLO's (``float_nodes``)."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     if method not in METHODS:
@@ -122,7 +124,7 @@ def quantize_model(model_path: Path, out_path: Path, frames: np.ndarray, method:
                                     _calibration_reader(input_name, frames), symmetric)
         reader = None if cache is not None else _calibration_reader(input_name, frames)
         _quantize_static(prepared, out_path, reader, method, symmetric,
-                         float_nodes(graph, target), cache)
+                         float_nodes(graph, target) if excluded is None else excluded, cache)
     onnx.checker.check_model(str(out_path))
     return out_path
 

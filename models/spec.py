@@ -94,14 +94,24 @@ class ModelSpec(Checked):
         return f"class{class_id}"
 
 
-def load_card(path: Path) -> ModelSpec:
-    """Read and validate a card.yaml; errors name the file and the bad key."""
+def read_card(path: Path, what: str = "model card") -> dict[str, Any]:
+    """A card.yaml's mapping; SpecError naming the file where it cannot be read or is not
+    a mapping."""
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
-        raise SpecError(f"cannot read model card {path}: {e}") from e
+        raise SpecError(f"cannot read {what} {path}: {e}") from e
     if not isinstance(data, dict):
-        raise SpecError(f"model card {path} must be a mapping, got {type(data).__name__}")
+        raise SpecError(f"{what} {path} must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def load_card(path: Path) -> ModelSpec:
+    """Read and validate a card.yaml; errors name the file and the bad key."""
+    data = read_card(path)
+    if data.get("kind") == "classifier":
+        raise SpecError(f"{path} is a classifier's card: it runs on tracked objects "
+                        f"(--classify), not as the detector (--model)")
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as e:

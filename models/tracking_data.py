@@ -109,3 +109,47 @@ def make_tracking_clip(path: Path, *, seed: int = TRACKING_SEED, clip: int = 0,
                         frames=frames, size=size, fps=fps, progress=progress)
     mot_truth_path(path).write_text("\n".join(mot_rows(truths)) + "\n")
     return path
+
+
+def scene_patterns(seed: int, clip: int, size: tuple[int, int], *, occluded: bool) -> list[int]:
+    """The fill pattern (``SceneObject.pattern``) of each object of a tracking clip, by its
+    index (MOT id - 1): the truth a classifier of patterns is scored against."""
+    scene = tracking_scene(np.random.default_rng([seed, 3, clip, int(occluded)]), size,
+                           occluded=occluded)
+    return [obj.pattern for obj in scene.objects]
+
+
+def crowd_frames(seed: int, frames: int, size: tuple[int, int] = CLIP_SIZE, *,
+                 columns: int = 10, rows: int = 5) -> Iterator[tuple[np.ndarray, Truth]]:
+    """A crowd: ``columns`` x ``rows`` shapes, one a cell, each drifting about its cell (the
+    detector's sure size at 640x384: 56-62 px across), over the usual backgrounds: a scene
+    of about 50 boxes a frame for measuring what per-object work costs."""
+    rng = np.random.default_rng([seed, 9])
+    width, height = size
+    background = make_background(rng, (width, height))
+    cell_w, cell_h = width / columns, height / rows
+    objects = []
+    for row in range(rows):
+        for column in range(columns):
+            radius = float(rng.uniform(28, 31))
+            centre = ((column + 0.5) * cell_w, (row + 0.5) * cell_h)
+            drift = [(float(t), centre[0] + float(rng.uniform(-4, 4)),
+                      centre[1] + float(rng.uniform(-4, 4))) for t in range(0, frames + 60, 60)]
+            objects.append(SceneObject(
+                class_id=int(rng.integers(0, len(CLASSES))), centre=centre, velocity=(0, 0),
+                radius=radius, aspect=1.0, angle=float(rng.uniform(0, 2 * np.pi)),
+                spin=0.0, form=float(rng.uniform()),
+                colour=_contrasting_colour(rng, background, centre, radius),
+                second=tuple(int(v) for v in rng.integers(0, 256, 3)),  # type: ignore[arg-type]
+                pattern=int(rng.choice(3, p=[0.6, 0.3, 0.1])), exposure=0.5,
+                path=tuple(drift)))
+    scene = Scene(size, background, (0.0, 0.0), tuple(objects), sample_lighting(rng, False))
+    for index in range(frames):
+        yield render(scene, float(index), np.random.default_rng([seed, 10, index]))
+
+
+def make_crowd_clip(path: Path, *, seed: int = TRACKING_SEED, frames: int = 300,
+                    fps: int = 30) -> Path:
+    """Write the crowd clip (``crowd_frames``) and its boxes file; returns the clip."""
+    write_clip(Path(path), crowd_frames(seed, frames), frames=frames, size=CLIP_SIZE, fps=fps)
+    return Path(path)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from models.backends.base import TensorInfo
+from models.classifier_spec import is_classifier_card
 from models.errors import ModelError
 from models.spec import (
     DEFAULT_MODEL,
@@ -69,7 +70,9 @@ def model_variants(model: str | Path | None = None) -> dict[str, tuple[Path, Mod
 
 
 def zoo_names() -> list[str]:
-    return sorted(p.parent.name for p in ZOO_DIR.glob("*/card.yaml"))
+    """The zoo's detectors (its classifiers: ``models.classifier_zoo.classifier_names``)."""
+    return sorted(p.parent.name for p in ZOO_DIR.glob("*/card.yaml")
+                  if not is_classifier_card(p))
 
 
 def resolve_model(model: str | Path | None = None, *, output_format: str | None = None,

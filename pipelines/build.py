@@ -19,6 +19,7 @@ from models.spec import ModelSpec
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends, open_backends
 from pipelines.channel import Channel, DropPolicy
+from pipelines.classify.model import Classifiers
 from pipelines.cuda import parse_device
 from pipelines.decode.pyav import ScaleTo
 from pipelines.decode.stage import PacketSource
@@ -52,21 +53,47 @@ def build_pipeline(locations: Sequence[str | Path], stream_ids: Sequence[str], m
         for location, sid in zip(locations, stream_ids, strict=True):
             sources.append(open_source(location, sid))
             opened.callback(sources[-1].close)
+        classifiers = open_classifiers(options)
+        if classifiers is not None:
+            opened.callback(classifiers.close)
         backends = open_backends(model_path, spec, sources, metrics, options,
                                  decoder_scale(spec, sinks, options))
-        opened.pop_all()  # built: the pipeline's stages own the sources and the model
+        opened.pop_all()  # built: the pipeline's stages own the sources and the models
     assert backends.plan.batch_size is not None  # fitted by open_backends
     return wire_pipeline(sources, backends, spec, sinks, metrics, options,
-                         backends.plan.batch_size)
+                         backends.plan.batch_size, classifiers)
+
+
+def open_classifiers(options: PipelineOptions) -> Classifiers | None:
+    """Every classifier the streams' analytics name, loaded once (None: there are none)."""
+    analytics = options.analytics
+    if analytics is None or not analytics.classifiers:
+        return None
+    classifiers = Classifiers()
+    try:
+        for config in analytics.classifiers:
+            classifiers.get(config)
+    except BaseException:
+        classifiers.close()
+        raise
+    return classifiers
+
+
+def full_pictures(sinks: Sequence[Sink], options: PipelineOptions) -> bool:
+    """Whether results keep the decoded pictures whole: a sink draws on them, or
+    classifiers crop the tracks' boxes from them."""
+    analytics = options.analytics
+    return any(s.wants_images for s in sinks) or bool(analytics and analytics.classifiers)
 
 
 def decoder_scale(spec: ModelSpec, sinks: Sequence[Sink],
                   options: PipelineOptions) -> ScaleTo | None:
     """The size CPU decoders shrink pictures to: the model's letterbox, with the card's filter
     (the reference's pixels), unless a sink draws on the full pictures (annotated video, the
-    live feed) or ``options`` turn it off. ``ffmpeg_resize`` shrinks with FFmpeg's scaler
-    instead, which changes the model's input: only on request, and said in the log."""
-    if not options.decode_scaled or any(s.wants_images for s in sinks):
+    live feed), classifiers crop from them, or ``options`` turn it off. ``ffmpeg_resize``
+    shrinks with FFmpeg's scaler instead, which changes the model's input: only on request,
+    and said in the log."""
+    if not options.decode_scaled or full_pictures(sinks, options):
         return None
     if not options.ffmpeg_resize:
         return ScaleTo.for_input(spec.input)
@@ -79,8 +106,9 @@ def decoder_scale(spec: ModelSpec, sinks: Sequence[Sink],
 
 def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec: ModelSpec,
                   sinks: Sequence[Sink], metrics: PipelineMetrics, options: PipelineOptions,
-                  batch_size: int) -> Pipeline:
-    """Stages and channels around already opened parts (tests pass fakes here)."""
+                  batch_size: int, classifiers: Classifiers | None = None) -> Pipeline:
+    """Stages and channels around already opened parts (tests pass fakes here); the
+    analytics stage owns ``classifiers``."""
     def channel(name: str, policy: DropPolicy = "block", producers: int = 1) -> Channel[Any]:
         if options.name:
             name = f"{options.name}/{name}"
@@ -89,7 +117,7 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
 
     channels: list[Channel[Any]] = []
     stages: list[Stage[Any, Any]] = []
-    keep_images = any(s.wants_images for s in sinks)
+    keep_images = full_pictures(sinks, options)
     analytics = options.analytics if options.analytics and options.analytics.active else None
     # Live sources only: the newest prepared frame wins at inference too, so a detector slower
     # than the camera works on the latest picture instead of one that queued behind it.
@@ -97,7 +125,8 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
     prepared = channel("prepared", "drop_oldest" if live else "block", producers=len(sources))
     per_stream = None if analytics is None else {
         s.stream_id: StreamAnalytics(s.stream_id, analytics, spec,
-                                     float(getattr(s, "fps", 0.0) or 30.0), metrics)
+                                     float(getattr(s, "fps", 0.0) or 30.0), metrics,
+                                     classifiers)
         for s in sources}
     for source in sources:
         policy = options.policy or ("drop_oldest" if source.live else "block")
@@ -112,6 +141,6 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
                               sinks=sinks, batch_size=batch_size,
                               infer_calls=backends.plan.threads.infer_workers,
                               analytics=per_stream, keep_images=keep_images,
-                              queued=0 if live else 1)
+                              queued=0 if live else 1, classifiers=classifiers)
     return Pipeline(stages, channels, metrics, [s.stream_id for s in sources],
                     plan=backends.plan)

@@ -1,8 +1,7 @@
 """The types that flow through a pipeline: DecodedPicture -> Frame -> Batch -> Detections ->
-Result, the same on every device.
-
-They are small dataclasses that check their own shapes, so a backend that returns the wrong
-thing fails where it returns it, with a message that says what was expected.
+Result, the same on every device. Small dataclasses that check their own shapes: a backend
+that returns the wrong thing fails where it returns it, with a message that says what was
+expected.
 
 A picture or a batch tensor is an array in the memory of the device that made it: a numpy
 array on the host, a torch tensor on a GPU. Both have ``shape``, ``ndim`` and ``dtype``, and
@@ -288,8 +287,8 @@ class Result:
     ``timings`` maps a stage name to the seconds that stage spent on this frame (for a batched
     stage, on the whole batch the frame was part of). ``predicted``: the boxes are the
     tracker's, on a frame the model did not see (``--detect-every``). ``analytics``: the
-    stream's line and zone counts after this frame, and ``events`` what it completed (both
-    only where the stream has analytics).
+    stream's line and zone counts after this frame, ``events`` what it completed and
+    ``attributes`` its tracks' classifier answers (track -> head -> (label, confidence)).
     """
 
     frame: Frame
@@ -298,3 +297,4 @@ class Result:
     predicted: bool = False
     analytics: dict[str, Any] | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
+    attributes: dict[int, dict[str, tuple[str, float]]] = field(default_factory=dict)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 
+from pipelines.analytics_metrics import AnalyticsMetrics
 from pipelines.samples import Quantiles, Samples
 from pipelines.series import SeriesByLabels
 
@@ -39,10 +40,7 @@ class StageSummary:
     wait_ms: Quantiles
 
 
-DWELL_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)  # seconds in a zone
-
-
-class PipelineMetrics:
+class PipelineMetrics(AnalyticsMetrics):
     """Everything a pipeline measures. One instance per registry; pipelines may share it."""
 
     def __init__(self, registry: CollectorRegistry | None = None, *, window: int = 20_000) -> None:
@@ -57,8 +55,7 @@ class PipelineMetrics:
         self._per_stream = (self._frames_by, self._latency_by, self._detections_by,
                             self._up_by, self._state_by, self._gaps_by, self._gap_seconds_by,
                             self._reconnects_by, self._sink_errors_by,
-                            self._crossings_by, self._zone_events_by, self._occupancy_by,
-                            self._dwell_by)
+                            *self._analytics_series)
         # the figures kept in memory, for the CLI's tables, summary.json and /api/stats
         self.stage_work: dict[str, Samples] = defaultdict(self._samples)
         self.stage_waits: dict[str, Samples] = defaultdict(self._samples)
@@ -120,23 +117,6 @@ class PipelineMetrics:
         self._gap_seconds_by = SeriesByLabels(self._gap_seconds)
         self._reconnects_by = SeriesByLabels(self._reconnects)
         self._sink_errors_by = SeriesByLabels(self._sink_errors)
-
-    def _analytics_families(self) -> None:
-        r = self.registry
-        self._crossings = PromCounter("vidpipe_line_crossings_total", "Confirmed tracks "
-                                      "crossing a counting line", ["stream", "line",
-                                                                   "direction"], registry=r)
-        self._zone_events = PromCounter("vidpipe_zone_events_total", "Zone events (enter, "
-                                        "exit, loiter, crowd_begin, crowd_end)",
-                                        ["stream", "zone", "type"], registry=r)
-        self._occupancy = Gauge("vidpipe_zone_occupancy", "Confirmed tracks inside a zone",
-                                ["stream", "zone"], registry=r)
-        self._crossings_by = SeriesByLabels(self._crossings)
-        self._zone_events_by = SeriesByLabels(self._zone_events)
-        self._occupancy_by = SeriesByLabels(self._occupancy)
-        self._dwell_by = SeriesByLabels(Histogram(
-            "vidpipe_zone_dwell_seconds", "How long each visit of a zone lasted, at its end",
-            ["stream", "zone"], buckets=DWELL_BUCKETS, registry=r))
 
     def _service_families(self) -> None:
         r = self.registry
@@ -213,24 +193,12 @@ class PipelineMetrics:
     def count_sink_error(self, stream: str, sink: str) -> None:
         self._sink_errors_by(stream, sink).inc()
 
-    def count_line_crossing(self, stream: str, line: str, direction: str) -> None:
-        self._crossings_by(stream, line, direction).inc()
-
-    def count_zone_event(self, stream: str, zone: str, kind: str) -> None:
-        self._zone_events_by(stream, zone, kind).inc()
-
     def count_event(self, sink: str, outcome: str, count: int = 1) -> None:
         """An event ``sent`` by a sink, an attempt ``retried``, or one ``dropped`` (given up:
         kept in the dead-letter file). Called from the sinks' own threads."""
         self._events_by(sink, outcome).inc(count)
         with self._lock:
             self.events[(sink, outcome)] += count
-
-    def observe_dwell(self, stream: str, zone: str, seconds: float) -> None:
-        self._dwell_by(stream, zone).observe(seconds)
-
-    def set_zone_occupancy(self, stream: str, zone: str, count: int) -> None:
-        self._occupancy_by(stream, zone).set(count)
 
     def set_stream_up(self, stream: str, up: bool) -> None:
         self._up_by(stream).set(1.0 if up else 0.0)

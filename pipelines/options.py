@@ -32,6 +32,8 @@ class PipelineOptions(PipelineSettings):
     torch_model: Any = None  # nn.Module, TorchScript or .pt2 path; default: beside the ONNX
     # called with each Batch as the model gets it, on the inference thread (model check)
     input_tap: Any = None
+    # called with each classifier call's crops and answers, on the analytics thread
+    classify_tap: Any = None
     # every stream's tracker, lines, zones and detection interval (None: detections only)
     analytics: AnalyticsConfig | None = None
 

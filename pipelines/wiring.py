@@ -18,6 +18,7 @@ from pipelines.analytics.stage import AnalyticsStage
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends
 from pipelines.channel import Channel, DropPolicy, Input, Output
+from pipelines.classify.model import Classifiers
 from pipelines.decode.motion import MotionSettings
 from pipelines.decode.stage import DecodeStage, PacketSource
 from pipelines.frame import Batch, Frame, Result
@@ -108,9 +109,10 @@ def detector_stages(inputs: Input[Any], backends: StageBackends, spec: ModelSpec
                     postprocess_calls: int = 1,
                     on_batch: Callable[[int], None] | None = None,
                     on_written: Callable[[list[Result]], None] | None = None,
-                    ) -> list[Stage[Any, Any]]:
+                    classifiers: Classifiers | None = None) -> list[Stage[Any, Any]]:
     """Inference on ``inputs`` (prepared Batches; with ``prepare``, decoded Frames it prepares
-    itself), postprocessing, an analytics stage for the streams in ``analytics`` (None: none),
+    itself), postprocessing, an analytics stage for the streams in ``analytics`` (None: none;
+    it owns ``classifiers``, the models its streams' classifiers share),
     and the sink stage writing to ``sinks`` (``on_written`` hears each call's results once
     written). ``channel(name)`` makes each channel between them."""
     inferred = channel("inferred")
@@ -127,6 +129,7 @@ def detector_stages(inputs: Input[Any], backends: StageBackends, spec: ModelSpec
     if analytics is not None:
         results = channel("results")
         stages.append(AnalyticsStage(analytics, detected, results, metrics,
-                                     keep_images=keep_images))
+                                     keep_images=keep_images, classifiers=classifiers,
+                                     tap=options.classify_tap))
     stages.append(SinkStage(sinks, spec, results, metrics, on_written=on_written))
     return stages

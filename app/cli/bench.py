@@ -57,6 +57,10 @@ def bench(
         "sizes a frame): count error, HOTA, IDF1 per detector (shapes FP32, pruned INT8, "
         "FP32 on noisy clips), split (tune, held-out) and --detect-every N, then each "
         "counting rule replayed on the same boxes.")] = False,
+    classify: Annotated[bool, typer.Option(
+        "--classify", help="Instead: the shipped classifier (shapes-pattern) on tracked "
+        "objects: per-track accuracy on the tracking clips (FP32, INT8), and the pipeline's "
+        "fps at ~50 boxes a frame with and without it (--reps runs each).")] = False,
     detect_every: Annotated[str, typer.Option(
         "--detect-every", help="With --tracking or --counting: the detection intervals to "
         "compare.")]
@@ -158,7 +162,7 @@ def bench(
 
             bench_startup(console, model, source, reps, ultralytics_python, out, against,
                           seconds)
-        elif _tracked(counting, tracking, detect_every, reps, out):
+        elif _tracked(counting, tracking, classify, detect_every, reps, out):
             pass
         elif service is not None and workers is not None:
             from app.bench.commands import bench_cluster
@@ -191,10 +195,15 @@ def _loadgen(scenarios: str, model: str | None, runtime: str, device: str, out: 
                   short=short)
 
 
-def _tracked(counting: bool, tracking: bool, detect_every: str, reps: int, out: Path) -> bool:
-    """``--counting`` or ``--tracking``, if asked for: whether one ran."""
+def _tracked(counting: bool, tracking: bool, classify: bool, detect_every: str, reps: int,
+             out: Path) -> bool:
+    """``--counting``, ``--tracking`` or ``--classify``, if asked for: whether one ran."""
     everys = sorted({1, *(int(v) for v in detect_every.split(",") if v.strip())})
-    if counting:
+    if classify:
+        from app.bench.classify import bench_classify
+
+        bench_classify(console, reps, out)
+    elif counting:
         from app.bench.counting import RULES, bench_counting
 
         bench_counting(console, everys, out, RULES)
@@ -202,7 +211,7 @@ def _tracked(counting: bool, tracking: bool, detect_every: str, reps: int, out: 
         from app.bench.tracking import bench_tracking
 
         bench_tracking(console, everys, reps, out)
-    return counting or tracking
+    return counting or tracking or classify
 
 
 def _cameras(capacity: bool, motion: bool, cameras: str, modes: str | None, seconds: float,

@@ -66,3 +66,26 @@ def print_report(console: Console, summary: dict[str, Any]) -> None:
         if errors:
             console.print(Text(f"{sid}: {errors} of {s['received']} frames could not be "
                                "decoded (decode_error)", style="yellow"))
+
+
+def print_shadow(console: Console, shadow: dict[str, Any]) -> None:
+    """``--shadow``: the candidate against the run's model, side by side."""
+    a = shadow["agreement"]
+    candidate_name = f"{shadow['candidate']} ({shadow['candidate_file']})"
+    table = Table(title=f"--shadow: the candidate beside the model, on {a['frames']} frames "
+                        f"(share {shadow['share']:g})")
+    table.add_column("figure")
+    table.add_column(f"model: {shadow['current']}", justify="right")
+    table.add_column(f"candidate: {candidate_name}", justify="right")
+    current, candidate = shadow["detections"]["current"], shadow["detections"]["candidate"]
+    table.add_row("frames agreeing (count, IoU >= 0.9, score ± 0.02)", "",
+                  f"{a['frame_agreement']} ({a['frames_agreeing']} of {a['frames']})")
+    table.add_row("boxes (per frame)", f"{current['boxes']} ({current['boxes_per_frame']})",
+                  f"{candidate['boxes']} ({candidate['boxes_per_frame']})")
+    table.add_row("scores by tenth", " ".join(map(str, current["score_histogram"])),
+                  " ".join(map(str, candidate["score_histogram"])))
+    ms = shadow["candidate_ms_per_frame"]
+    table.add_row("candidate ms a frame (p50 / p95); CPU ms", "",
+                  f"{ms['p50']} / {ms['p95']}; {shadow['candidate_cpu_ms_per_frame']}"
+                  if ms else "-")
+    console.print(table)

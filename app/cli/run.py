@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 TrackOpt = Annotated[str | None, typer.Option(
     "--track", metavar="TRACKER", help="Track objects across frames: bytetrack, botsort, "
     "ocsort or sort (Roboflow's trackers). Each detection gets a track_id (confirmed "
-    "tracks only). Implied (botsort) by --line, --zone, --detect-every and --heatmap.")]
+    "tracks only). Implied (botsort) by --line, --zone, --classify, --detect-every and "
+    "--heatmap.")]
 LineOpt = Annotated[list[str] | None, typer.Option(
     "--line", metavar="NAME=x1,y1,x2,y2", help="A counting line in source pixels "
     "(repeatable). 'in' is a crossing from the right-hand side of the line walked from "
@@ -48,7 +49,17 @@ LineOpt = Annotated[list[str] | None, typer.Option(
     "events.jsonl.")]
 ZoneOpt = Annotated[list[str] | None, typer.Option(
     "--zone", metavar="NAME=x1,y1,x2,y2,x3,y3[,...]", help="A polygon zone in source "
-    "pixels (repeatable): occupancy, entries, exits and dwell time per track.")]
+    "pixels (repeatable): occupancy, entries, exits and dwell time per track. A line or "
+    "zone followed by ';HEAD=LABEL[,LABEL]' counts only tracks a --classify model said "
+    "one of those labels of (e.g. 'gate=0,200,640,200;pattern=striped').")]
+ClassifyOpt = Annotated[list[str] | None, typer.Option(
+    "--classify", metavar="MODEL[;KEY=VALUE...]", help="A classifier run on the crops of "
+    "tracked objects (repeatable): a zoo name (shapes-pattern), a folder with a card, or an "
+    "ONNX file; without a card add ';format=imagenet' or ';format=ultralytics-cls' and "
+    "';classes=FILE'. Once when a track is confirmed, again when its picture gets better "
+    "(';reclassify_s=2', ';better=0.25'); ';objects=LABEL,...' limits it to the "
+    "detector's classes named. Answers go on each detection as \"attributes\". Implies "
+    "--track.")]
 DetectEveryOpt = Annotated[int, typer.Option(
     "--detect-every", min=1, max=30, help="Run the detector on one frame in N; the tracker "
     "gives the boxes of the others (their lines say \"predicted\": true). Cuts inference "
@@ -117,6 +128,15 @@ def run(
         "--heatmap", help="Also write heatmap.png (one per stream): where tracked objects "
         "were, frames spent per 8-pixel cell, over the file's first picture. Implies "
         "--track.")] = False,
+    shadow: Annotated[str | None, typer.Option(
+        "--shadow", metavar="MODEL", help="A candidate model (a zoo name, folder or ONNX "
+        "with its card) run beside --model on the same frames, and compared: frame "
+        "agreement (as `vidpipe model check` measures it), boxes and scores side by side, "
+        "its time per frame; in summary.json (\"shadow\") and printed. The outputs stay "
+        "--model's.")] = None,
+    shadow_share: Annotated[float, typer.Option(
+        "--shadow-share", min=0.01, max=1.0, help="With --shadow: the share of the frames "
+        "the candidate sees (every Nth of each stream).")] = 1.0,
     metrics_port: Annotated[int | None, typer.Option(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")] = None,
     live: Annotated[bool, typer.Option(
@@ -135,7 +155,7 @@ def run(
         "--ffmpeg-resize`. No effect with --annotate (full pictures are decoded).")] = False,
     no_cache: NoCacheOpt = False,
     track: TrackOpt = None, line: LineOpt = None, zone: ZoneOpt = None,
-    detect_every: DetectEveryOpt = 1, detect_fps: DetectFpsOpt = None,
+    classify: ClassifyOpt = None, detect_every: DetectEveryOpt = 1, detect_fps: DetectFpsOpt = None,
     motion: MotionOpt = "off", motion_heartbeat: HeartbeatOpt = 10.0, mask: MaskOpt = None,
     record: RecordOpt = None,
     events_mqtt: MqttOpt = None, events_webhook: WebhookOpt = None,
@@ -169,11 +189,12 @@ def run(
                           decode_threads=decode_threads, decode=decode, preprocess=preprocess,
                           runtime=runtime, max_lag_ms=max_lag_ms, plan_cache=not no_cache),
             ffmpeg_resize=ffmpeg_resize, track=track, lines=line or [], zones=zone or [],
+            classify=classify or [],
             detect_every=detect_every, detect_fps=detect_fps, motion=motion,
             motion_heartbeat_s=motion_heartbeat, masks=mask or [], records=record or [],
             events_mqtt=events_mqtt,
             events_webhooks=events_webhook or [], snapshots=snapshots, clips=clips,
-            heatmap=heatmap)
+            heatmap=heatmap, shadow=shadow, shadow_share=shadow_share)
         outputs = _with_progress(request)
     _print_outputs(outputs)
     if outputs.unfinished:
@@ -194,9 +215,11 @@ def _with_progress(request: RunRequest) -> RunOutputs:
 
 
 def _print_outputs(outputs: RunOutputs) -> None:
-    from app.cli.report import print_report
+    from app.cli.report import print_report, print_shadow
 
     print_report(console, json.loads(outputs.summary.read_text()))
+    if outputs.shadow is not None:
+        print_shadow(console, outputs.shadow)
     written = [outputs.detections, outputs.summary, *outputs.annotated, *outputs.heatmaps]
     for path in written + ([outputs.events] if outputs.events else []):
         console.print(f"wrote {path}")

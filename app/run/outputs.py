@@ -10,6 +10,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app.outputs.config import EventsConfig
 from app.run.events import RunEvents
@@ -23,6 +24,9 @@ from pipelines.gpu_metrics import GpuSampler
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
+from pipelines.shadow.compare import ShadowComparison
+from pipelines.shadow.model import ShadowModel
+from pipelines.shadow.sink import ShadowSink
 from pipelines.sinks.atomic import AtomicPath
 from pipelines.sinks.jsonl import JsonlSink
 from pipelines.sinks.stage import Sink
@@ -42,6 +46,7 @@ class RunOutputs:
     unfinished: list[tuple[str, int, int]] = field(default_factory=list)
     events: Path | None = None  # events.jsonl, where the streams have analytics
     heatmaps: list[Path] = field(default_factory=list)  # --heatmap: one per tracked stream
+    shadow: dict[str, Any] | None = None  # --shadow: the candidate against the model
 
 
 class OutputFolder:
@@ -64,6 +69,7 @@ class OutputFolder:
         self.events: RunEvents | None = None
         # --heatmap: each stream's file (for the picture under it) and picture size
         self.heatmaps: tuple[dict[str, Path], dict[str, tuple[int, int] | None]] | None = None
+        self.shadow: ShadowSink | None = None
 
     def open_sinks(self, info: StreamInfo, annotate: bool,
                    analytics: AnalyticsConfig | None = None) -> None:
@@ -77,6 +83,15 @@ class OutputFolder:
 
             self.sinks.append(AnnotatedVideoSink(path_for, lambda sid: info[sid][0],
                                                  self.spec, analytics))
+
+    def open_shadow(self, model: Path, spec: ModelSpec, share: float) -> None:
+        """``--shadow``: ``model`` run beside the run's on ``share`` of its frames, compared
+        (summary.json: ``shadow``)."""
+        current = f"{self.spec.name} ({Path(self.model).name})" if self.model else \
+            self.spec.name
+        self.shadow = ShadowSink(ShadowComparison(ShadowModel(model, spec, self.spec),
+                                                  current, share))
+        self.sinks.append(self.shadow)
 
     def open_events(self, config: EventsConfig, metrics: PipelineMetrics,
                     options: PipelineOptions, info: StreamInfo) -> dict[str, PacketRing]:
@@ -110,13 +125,16 @@ class OutputFolder:
             report["model"] = str(Path(self.model).resolve())
         if gpu is not None:
             report["gpu"] = gpu.summary()  # NVML, sampled every 0.5 s while it ran
+        shadow = None if self.shadow is None else self.shadow.comparison.report()
+        if shadow is not None:
+            report["shadow"] = shadow
         report["interrupted"] = {"by": stopped_by, "unfinished": {
             sid: {"frames": counted, "declared": declared}
             for sid, counted, declared in unfinished}} if unfinished else False
         atomic.partial.write_text(json.dumps(report, indent=2))
         atomic.commit()
         return RunOutputs(self.out / "detections.jsonl", summary, annotated, unfinished,
-                          events.path if events is not None else None, heatmaps)
+                          events.path if events is not None else None, heatmaps, shadow)
 
     def discard(self) -> None:
         """What was written goes, and the folder too if the run made it and it is empty."""

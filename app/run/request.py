@@ -15,6 +15,7 @@ from app.outputs.event_outputs import check_event_outputs
 from app.run.outputs import RunOutputs
 from app.run.runner import run_files
 from app.run.sources import Location, stream_ids
+from models.classifier_zoo import resolve_classifier
 from models.zoo import resolve_model
 from pipelines.analytics.config import DEFAULT_TRACKER, from_flags
 from pipelines.errors import ConfigError
@@ -42,6 +43,7 @@ class RunRequest:
     track: str | None = None
     lines: Sequence[str] = ()
     zones: Sequence[str] = ()
+    classify: Sequence[str] = ()  # --classify: classifiers on the tracks' crops
     detect_every: int = 1
     detect_fps: float | None = None
     motion: str = "off"
@@ -53,6 +55,8 @@ class RunRequest:
     snapshots: bool = False
     clips: bool = False
     heatmap: bool = False
+    shadow: str | None = None  # --shadow: a candidate model compared on the same frames
+    shadow_share: float = 1.0
 
 
 def run_request(request: RunRequest, *,
@@ -65,9 +69,13 @@ def run_request(request: RunRequest, *,
                                                    list(request.zones), request.detect_every,
                                                    request.detect_fps, motion=request.motion,
                                                    heartbeat_s=request.motion_heartbeat_s,
-                                                   masks=list(request.masks)))
+                                                   masks=list(request.masks),
+                                                   classify=list(request.classify)))
     model_path, spec = resolve_model(request.model, output_format=request.output_format,
                                      classes=request.classes, input_size=request.input_size)
+    for c in options.analytics.classifiers if options.analytics else []:  # before any input
+        resolve_classifier(c.model, output_format=c.format,
+                           classes=Path(c.classes) if c.classes else None)
     logging.getLogger("app.run").info("model %s (%s, %d classes) from %s", spec.name,
                                       spec.output.format, spec.num_classes, model_path)
     events = EventsConfig(mqtt=request.events_mqtt, webhooks=list(request.events_webhooks),
@@ -78,10 +86,15 @@ def run_request(request: RunRequest, *,
         raise ConfigError("--events-mqtt, --events-webhook, --snapshots and --clips are "
                           "about tracked objects: add --track (or --line, --zone)")
     check_event_outputs(events, None, allow_idn=False)
+    shadow = None
+    if request.shadow is not None:
+        shadow_path, shadow_spec = resolve_model(request.shadow)
+        shadow = (shadow_path, shadow_spec, request.shadow_share)
     _, _, outputs = run_files(request.sources, model_path, spec, request.out, options,
                               annotate=request.annotate, metrics_port=request.metrics_port,
                               live=request.live, on_progress=on_progress, events=events,
-                              records=_records(request, events), heatmap=request.heatmap)
+                              records=_records(request, events), heatmap=request.heatmap,
+                              shadow=shadow)
     return outputs
 
 

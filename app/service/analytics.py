@@ -44,7 +44,8 @@ def _update_counting(stream: StreamState, update: AnalyticsUpdate,
     now = current.config
     config = analytics_config(now.track, update.lines, update.zones, now.detect_every,
                               now.detect_fps,
-                              Gating(now.motion, now.motion_heartbeat_s, update.masks))
+                              Gating(now.motion, now.motion_heartbeat_s, update.masks),
+                              now.classifiers)
     if config is not None:
         check_fits(config, stream.source, stream.id)
         current.reconfigure(config)

@@ -29,6 +29,7 @@ from pipelines.analytics.config import (
     TrackerSettings,
     ZoneConfig,
 )
+from pipelines.classify.config import ClassifierConfig
 from pipelines.errors import ConfigError
 from pipelines.settings import PipelineSettings
 
@@ -78,6 +79,8 @@ class StreamConfig(CheckedBody):
     # motion-gated detection (off: every frame to the model), outside ``masks``
     motion: MotionMode = "off"
     motion_heartbeat_s: Annotated[float, Field(gt=0, le=3600), JSON_NUMBER] = 10.0
+    # second models on the crops of tracked objects (implies a tracker), as --classify
+    classifiers: list[ClassifierConfig] = Field(default_factory=list, max_length=8)
 
     @model_validator(mode="before")
     @classmethod
@@ -120,7 +123,7 @@ class StreamConfig(CheckedBody):
         check_masks(self.masks)
         self.check_inputs()
         return analytics_config(self.track, self.lines, self.zones, self.detect_every,
-                                self.detect_fps, self.gating())
+                                self.detect_fps, self.gating(), self.classifiers)
 
     def gating(self) -> Gating:
         """Its motion gating, as analytics_config takes it."""
@@ -157,10 +160,11 @@ class Gating(NamedTuple):
 
 def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[LineConfig],
                      zones: list[ZoneConfig], detect_every: int = 1,
-                     detect_fps: float | None = None,
-                     gating: Gating | None = None) -> AnalyticsConfig | None:
-    gating = gating or Gating()
-    if (track is None and not lines and not zones and detect_every == 1
+                     detect_fps: float | None = None, gating: Gating | None = None,
+                     classifiers: list[ClassifierConfig] | None = None
+                     ) -> AnalyticsConfig | None:
+    gating, classifiers = gating or Gating(), classifiers or []
+    if (track is None and not lines and not zones and not classifiers and detect_every == 1
             and detect_fps is None and gating.motion == "off"):
         return None
     settings = track if isinstance(track, TrackerSettings) else \
@@ -169,7 +173,7 @@ def analytics_config(track: TrackerKind | TrackerSettings | None, lines: list[Li
         return AnalyticsConfig(track=settings, lines=lines, zones=zones,
                                detect_every=detect_every, detect_fps=detect_fps,
                                motion=gating.motion, motion_heartbeat_s=gating.heartbeat_s,
-                               masks=gating.masks)
+                               masks=gating.masks, classifiers=classifiers)
     except ValidationError as e:
         raise ConfigError(describe_error(e)) from None
 

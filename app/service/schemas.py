@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.analytics.config import LineConfig, MaskConfig, ZoneConfig
+from pipelines.classify.config import ClassifierConfig
 
 
 class _Answer(BaseModel):
@@ -55,6 +56,8 @@ class StreamAnalytics(_Answer):
                                       "sees a frame at least this often")
     lines: list[LineConfig]
     zones: list[ZoneConfig]
+    classifiers: list[ClassifierConfig] = Field(
+        default_factory=list, description="second models on its tracked objects' crops")
     counts: Counts
 
 

@@ -1,11 +1,9 @@
 """The service: streams that share one detector per (model, device), and their lifetimes.
-
 Streams are added and removed while others run. Every stream that uses a model on a device
 feeds the same ``SharedDetector`` (``app.service.detectors``): the model is loaded once, and
 the frames of all its streams are batched together, each with its own queue and drop policy.
 Each stream's intake (source, decoder) is its own failure domain. All share one metrics
-registry (``/metrics``), one event feed (``/api/events``) and the machine's ``Headroom``.
-"""
+registry (``/metrics``), one event feed (``/api/events``) and the machine's ``Headroom``."""
 
 from __future__ import annotations
 
@@ -14,6 +12,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from app.errors import SourceRejected, StreamExists, StreamLimit, UnknownStream
@@ -31,6 +30,7 @@ from app.service.streams import (
     StreamState,
     admit,
     check_fits,
+    check_stream_classifiers,
     check_stream_model,
     checked_source,
     on_loop,
@@ -110,6 +110,9 @@ class Service:
         self.headroom.check(force=not check_headroom)
         model = (self.config.model if cfg.model is None
                  else check_stream_model(cfg.model, self.config.model_roots))
+        if cfg.classifiers:
+            cfg = cfg.model_copy(update={"classifiers": check_stream_classifiers(
+                cfg.classifiers, self.config.model_roots)})
         analytics_config = cfg.analytics()
         model_path, spec = resolve_model(model)
         stream = StreamState(stream_id, redact(cfg.url), kind, model,
@@ -144,15 +147,17 @@ class Service:
             stream.detector = await self.detectors.get(model, model_path, spec)
             source = await asyncio.to_thread(self._opener(stream, None if record else ring),
                                              target, stream.id)
-            try:  # a file's size is known now; a camera's once it is up (_set_state)
+            try:  # a file's size is known now (a camera's once it is up: _set_state); the
+                # analytics made in a thread where classifiers may load their models
                 check_fits(analytics, source, stream.id, stream.masks)
-            except ConfigError:
+                make = partial(StreamAnalytics, stream.id, analytics, spec,
+                               float(getattr(source, "fps", 0) or 30.0), self.metrics,
+                               stream.detector.classifiers)
+                stream.analytics = None if analytics is None else \
+                    await asyncio.to_thread(make) if analytics.classifiers else make()
+            except Exception:
                 source.close()
                 raise
-            if analytics is not None:
-                stream.analytics = StreamAnalytics(stream.id, analytics, spec,
-                                                   float(getattr(source, "fps", 0) or 30.0),
-                                                   self.metrics)
             stream.pipeline = stream.detector.attach(source, stream.outputs.sinks,
                                                      stream.policy, stream.analytics)
             if record is not None and ring is not None:

@@ -23,6 +23,7 @@ from app.service.config import ServiceConfig, StreamConfig
 from app.service.results import StreamOutputs
 from app.service.schemas import Stream
 from app.service.schemas import StreamAnalytics as StreamAnalyticsView
+from models.classifier_zoo import classifier_names
 from models.zoo import zoo_names
 from pipelines.analytics.config import (
     AnalyticsConfig,
@@ -30,6 +31,7 @@ from pipelines.analytics.config import (
     check_points_inside,
     mask_shapes,
 )
+from pipelines.classify.config import ClassifierConfig
 from pipelines.decode.stage import DecodeStage
 from pipelines.events.record import RecordInput
 from pipelines.events.ring import PacketRing, RecordingSource
@@ -82,17 +84,31 @@ def resolve_source(url: str, media_roots: list[Path]) -> tuple[SourceKind, str]:
 def check_stream_model(name: str, model_roots: list[Path]) -> str:
     """``name`` if a stream may use it: a zoo model, or a path under a configured model root.
     Anything else gets one answer, whether or not it exists (no file-existence oracle)."""
-    if "/" not in name and not name.endswith(".onnx") and name in zoo_names():
+    return _allowed_model(name, model_roots, zoo_names(), "model")
+
+
+def check_stream_classifiers(classifiers: list[ClassifierConfig],
+                             model_roots: list[Path]) -> list[ClassifierConfig]:
+    """The stream's classifiers if it may use them: each a zoo classifier or under a model
+    root, as its classes file; SourceRejected (one answer whether or not a path exists)."""
+    zoo = classifier_names()
+    return [c.model_copy(update={
+        "model": _allowed_model(c.model, model_roots, zoo, "classifier"),
+        "classes": None if c.classes is None else
+        _allowed_model(c.classes, model_roots, [], "classes file")}) for c in classifiers]
+
+
+def _allowed_model(name: str, model_roots: list[Path], zoo: list[str], what: str) -> str:
+    if "/" not in name and not name.endswith(".onnx") and name in zoo:
         return name
     if any(ord(c) < 32 for c in name):
-        raise SourceRejected(f"model {redact(name)!r} holds a control character")
+        raise SourceRejected(f"{what} {redact(name)!r} holds a control character")
     resolved = Path(name).resolve()
     if any(resolved.is_relative_to(root.resolve()) for root in model_roots):
         return str(resolved)
     roots = ", ".join(str(r) for r in model_roots) or "none configured"
-    zoo = ", ".join(zoo_names())
-    raise SourceRejected(f"model {redact(name)!r} is neither a zoo model ({zoo}) nor under a "
-                         f"model root ({roots})")
+    where = f"neither a zoo {what} ({', '.join(zoo)}) nor under" if zoo else "not under"
+    raise SourceRejected(f"{what} {redact(name)!r} is {where} a model root ({roots})")
 
 
 def admit(requested: str | None, running: Collection[str], max_streams: int,
@@ -151,6 +167,7 @@ class StreamState:
                                             motion=config.motion,
                                             motion_heartbeat_s=config.motion_heartbeat_s,
                                             lines=config.lines, zones=config.zones,
+                                            classifiers=config.classifiers,
                                             counts=self.analytics.latest)
         status: SourceStatus | None = getattr(self.source, "status", None)  # a camera's
         down = status if status is not None and status.state != "up" else None

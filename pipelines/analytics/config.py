@@ -11,6 +11,7 @@ from typing import Annotated, Literal, Self, TypeVar, get_args
 from pydantic import Field, StrictBool, ValidationError, model_validator
 
 from models.checked import JSON_NUMBER, Checked, Count, Number, describe_error
+from pipelines.classify.config import ClassifierConfig, parse_classify
 from pipelines.errors import ConfigError
 
 TrackerKind = Literal["bytetrack", "botsort", "ocsort", "sort"]
@@ -75,6 +76,8 @@ class LineConfig(Checked):
     once_per_track: StrictBool = False
     max_jump: Number = Field(default=0.0, ge=0.0, le=10.0)
     classes: list[str] | None = None  # labels counted; None: all
+    # counted only where the stream's classifiers answered, for each head, one of its labels
+    attributes: dict[str, list[str]] | None = None
 
     def check(self) -> None:
         """ValueError for a line of no length (checked with the stream's analytics, so an
@@ -100,6 +103,7 @@ class ZoneConfig(Checked):
     crowd: Annotated[int, Field(ge=1), JSON_NUMBER] | None = None
     crowd_s: Number = Field(default=0.0, ge=0)
     classes: list[str] | None = None
+    attributes: dict[str, list[str]] | None = None  # as a line's
 
 
 class MaskConfig(Checked):
@@ -141,11 +145,14 @@ class AnalyticsConfig(Checked):
     motion: MotionMode = "off"
     motion_heartbeat_s: Number = Field(default=10.0, gt=0, le=3600)
     masks: list[MaskConfig] = Field(default_factory=list, max_length=64)
+    # second models on the tracks' crops (pipelines/classify)
+    classifiers: list[ClassifierConfig] = Field(default_factory=list, max_length=8)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        if (self.lines or self.zones) and self.track is None:
-            raise ValueError("lines and zones count tracks: they need a tracker (track)")
+        if (self.lines or self.zones or self.classifiers) and self.track is None:
+            raise ValueError("lines, zones and classifiers work on tracks: they need a "
+                             "tracker (track)")
         if self.thins and self.track is None:
             raise ValueError("detect_every > 1, detect_fps or motion leaves frames to the "
                              "tracker: it needs one (track)")
@@ -182,18 +189,19 @@ class AnalyticsConfig(Checked):
 def from_flags(track: str | None, lines: list[str], zones: list[str],
                detect_every: int = 1, detect_fps: float | None = None, *,
                motion: str = "off", heartbeat_s: float = 10.0,
-               masks: list[str] | None = None) -> AnalyticsConfig | None:
+               masks: list[str] | None = None,
+               classify: list[str] | None = None) -> AnalyticsConfig | None:
     """The CLI's ``--track``, ``--line``, ``--zone``, ``--detect-every``, ``--detect-fps``,
-    ``--motion``, ``--motion-heartbeat``, ``--mask`` -> AnalyticsConfig (None: none given).
-    Lines, zones, a detection interval or rate, or motion gating without ``--track`` track
-    with DEFAULT_TRACKER (BoT-SORT)."""
-    masks = masks or []
+    ``--motion``, ``--motion-heartbeat``, ``--mask``, ``--classify`` -> AnalyticsConfig (None:
+    none given). Lines, zones, classifiers, a detection interval or rate, or motion gating
+    without ``--track`` track with DEFAULT_TRACKER (BoT-SORT)."""
+    masks, classify = masks or [], classify or []
     if motion not in get_args(MotionMode):
         raise ConfigError(f"--motion {motion!r}: expected one of "
                           f"{', '.join(get_args(MotionMode))}")
     if masks and motion == "off":
         raise ConfigError("--mask hides movement from motion gating: it needs --motion")
-    if (track is None and not lines and not zones and detect_every == 1
+    if (track is None and not lines and not zones and not classify and detect_every == 1
             and detect_fps is None and motion == "off"):
         return None
     if track is not None and track not in get_args(TrackerKind):
@@ -204,7 +212,8 @@ def from_flags(track: str | None, lines: list[str], zones: list[str],
                                zones=[parse_zone(t) for t in zones], detect_every=detect_every,
                                detect_fps=detect_fps, motion=motion,  # type: ignore[arg-type]
                                motion_heartbeat_s=heartbeat_s,
-                               masks=[parse_mask(t) for t in masks])
+                               masks=[parse_mask(t) for t in masks],
+                               classifiers=[parse_classify(t) for t in classify])
     except ValueError as e:
         raise ConfigError(_first(e)) from None
 
@@ -213,13 +222,16 @@ _NAMED = re.compile(r"^\s*([^=\s]+)\s*=\s*(.+)$")
 
 
 def parse_line(text: str) -> LineConfig:
-    """``NAME=x1,y1,x2,y2`` (the ``--line`` flag) -> LineConfig, or ConfigError saying why."""
+    """``NAME=x1,y1,x2,y2[;HEAD=LABEL,...]`` (the ``--line`` flag; after ``;``, what a
+    classifier must have said of a track for it to count) -> LineConfig, or ConfigError."""
+    text, attributes = _said(text, "--line")
     name, values = _named_numbers(text, "--line", "NAME=x1,y1,x2,y2")
     if len(values) != 4:
         raise ConfigError(f"--line {text!r}: needs 4 numbers (NAME=x1,y1,x2,y2), got "
                           f"{len(values)}")
     try:
-        line = LineConfig(name=name, points=(values[0], values[1], values[2], values[3]))
+        line = LineConfig(name=name, points=(values[0], values[1], values[2], values[3]),
+                          attributes=attributes)
         line.check()
         return line
     except ValueError as e:
@@ -227,8 +239,23 @@ def parse_line(text: str) -> LineConfig:
 
 
 def parse_zone(text: str) -> ZoneConfig:
-    """``NAME=x1,y1,x2,y2,x3,y3[,...]`` (the ``--zone`` flag) -> ZoneConfig."""
-    return _polygon(ZoneConfig, text, "--zone")
+    """``NAME=x1,y1,x2,y2,x3,y3[,...][;HEAD=LABEL,...]`` (the ``--zone`` flag) -> ZoneConfig."""
+    text, attributes = _said(text, "--zone")
+    zone = _polygon(ZoneConfig, text, "--zone")
+    return zone.model_copy(update={"attributes": attributes}) if attributes else zone
+
+
+def _said(text: str, flag: str) -> tuple[str, dict[str, list[str]] | None]:
+    """A shape flag's text before ``;``, and the ``HEAD=LABEL,...`` filters after it."""
+    shape, *filters = text.split(";")
+    said: dict[str, list[str]] = {}
+    for item in filters:
+        head, sep, labels = item.partition("=")
+        if not sep or not head.strip() or not labels.strip():
+            raise ConfigError(f"{flag} {text!r}: after ';' expected HEAD=LABEL[,LABEL...], "
+                              f"got {item!r}")
+        said[head.strip()] = [x.strip() for x in labels.split(",") if x.strip()]
+    return shape, said or None
 
 
 def parse_mask(text: str) -> MaskConfig:

@@ -93,8 +93,17 @@ def _frame(record: dict[str, Any]) -> RecordedFrame:
 def replay(frames: Iterable[RecordedFrame], stream: str, config: AnalyticsConfig,
            spec: ModelSpec, fps: float, *, mot: list[str] | None = None) -> Replayed:
     """``frames`` (one stream's, in order) through a new StreamAnalytics of ``config``;
-    ``mot``: where to put the confirmed tracks' boxes as MOT rows (1-based frames, ids)."""
-    analytics = StreamAnalytics(stream, config, spec, fps)
+    ``mot``: where to put the confirmed tracks' boxes as MOT rows (1-based frames, ids).
+    Recorded boxes have no pictures: the run's classifiers are left out, and a line or zone
+    that counts by their answers is a ConfigError."""
+    filtered = [c.name for c in config.lines if c.attributes] + \
+        [c.name for c in config.zones if c.attributes]
+    if filtered:
+        raise ConfigError(f"stream {stream}: {', '.join(filtered)} count by classifier "
+                          "answers (attributes), which a replay of recorded boxes cannot "
+                          "give: replay other lines or zones (--line, --zone)")
+    analytics = StreamAnalytics(stream, config.model_copy(update={"classifiers": []}), spec,
+                                fps)
     replayed = Replayed(analytics.counts())
     for result in _results(frames, stream):
         for out in analytics.process(result):

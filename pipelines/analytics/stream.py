@@ -13,6 +13,7 @@ Every result gets the stream's counts after it (``analytics``) and the events it
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,8 @@ from pipelines.analytics.heatmap import Heatmap
 from pipelines.analytics.lines import LineCounter, anchors
 from pipelines.analytics.tracking import StreamTracker, fitted
 from pipelines.analytics.zones import ZoneMonitor
+from pipelines.classify.model import Answer, Classifiers
+from pipelines.classify.tracks import TrackAttributes
 from pipelines.errors import ConfigError
 from pipelines.frame import Detections, Frame, Result
 from pipelines.metrics import PipelineMetrics
@@ -45,9 +48,20 @@ def class_ids(names: list[str] | None, spec: ModelSpec, where: str) -> set[int] 
     return {labels[n] for n in names}
 
 
+@dataclass(slots=True)
+class Tracked:
+    """One result through the tracker, not yet counted: its riders' results (predicted),
+    its own, and the tracks confirmed on it with their earlier boxes."""
+
+    riders: list[Result]
+    result: Result
+    confirmed: dict[int, np.ndarray] | None
+
+
 class StreamAnalytics:
     def __init__(self, stream: str, config: AnalyticsConfig, spec: ModelSpec, fps: float,
-                 metrics: PipelineMetrics | None = None) -> None:
+                 metrics: PipelineMetrics | None = None,
+                 classifiers: Classifiers | None = None) -> None:
         if config.track is None:
             raise ConfigError(f"stream {stream}: analytics without a tracker")
         self.stream, self.config, self.spec = stream, config, spec
@@ -59,6 +73,8 @@ class StreamAnalytics:
         self.zones = [ZoneMonitor(c, class_ids(c.classes, spec, f"zone {c.name}"))
                       for c in config.zones]
         self.metrics = metrics
+        self.attributes = _attributes(config, spec, classifiers, stream)
+        check_said(config, self.attributes, stream)
         self.heatmap = Heatmap()  # where its tracked objects' bottom-centres were
         self.frames = 0
         self.predicted = 0
@@ -74,6 +90,7 @@ class StreamAnalytics:
         """New lines and zones (the tracker stays): one whose configuration is unchanged
         keeps its counts; the others start from zero. Safe while results are processed: the
         lists are swapped whole."""
+        check_said(config, self.attributes, self.stream)
         lines = {line.config.model_dump_json(): line for line in self.lines}
         zones = {zone.config.model_dump_json(): zone for zone in self.zones}
         self.lines = [lines.get(c.model_dump_json()) or
@@ -90,26 +107,36 @@ class StreamAnalytics:
 
     def process(self, result: Result) -> list[Result]:
         """The result's riders, predicted, then the result, tracked; in frame order."""
+        return self.count(self.track(result))
+
+    def track(self, result: Result) -> Tracked:
+        """The tracker's step: the result's riders with its boxes, the result with its
+        tracks; counted by ``count`` (the classifiers answer in between)."""
         if result.frame.skipped:
             frame = dataclasses.replace(result.frame, riders=[])
             filled = [Result(r, Detections.empty(), r.timings, predicted=True)
                       for r in result.frame.riders]
-            filled.append(Result(frame, Detections.empty(), frame.timings))
-            return [self._count(r) for r in filled]
+            return Tracked(filled, Result(frame, Detections.empty(), frame.timings), None)
         before = self.tracker.last
         tracked = self.tracker.update(result.detections, result.frame.pts)
         riders = result.frame.riders
-        out = []
-        for rider, boxes in zip(riders, self.tracker.between(before, [r.pts for r in riders]),
-                                strict=True):
-            out.append(self._count(Result(rider, boxes, rider.timings, predicted=True)))
-            self.predicted += 1
+        predicted = [Result(rider, boxes, rider.timings, predicted=True) for rider, boxes in
+                     zip(riders, self.tracker.between(before, [r.pts for r in riders]),
+                         strict=True)]
+        self.predicted += len(predicted)
         frame = dataclasses.replace(result.frame, riders=[])
-        out.append(self._count(dataclasses.replace(result, frame=frame, detections=tracked),
-                               self.tracker.confirmed))
         if len(tracked) and frame.pts is not None:
             self.watch_until = frame.pts + self._watch_s
-        return out
+        return Tracked(predicted, dataclasses.replace(result, frame=frame, detections=tracked),
+                       self.tracker.confirmed)
+
+    def count(self, tracked: Tracked) -> list[Result]:
+        """The tracked results counted, riders first, each with its tracks' answers."""
+        return [self._count(r) for r in tracked.riders] + \
+            [self._count(tracked.result, tracked.confirmed)]
+
+    def now(self, frame: Frame) -> float:
+        return frame.pts if frame.pts is not None else frame.index / self.fps
 
     def _count(self, result: Result, before: dict[int, np.ndarray] | None = None) -> Result:
         """The result's counts and events; ``before``: the boxes that tracks confirmed on
@@ -117,12 +144,14 @@ class StreamAnalytics:
         its id still counts, here)."""
         self.frames += 1
         frame: Frame = result.frame
-        now = frame.pts if frame.pts is not None else frame.index / self.fps
+        now = self.now(frame)
         d = result.detections
         self.heatmap.add(anchors(d.xyxy[d.track_id >= 0], "bottom_center"))
+        answers = self.attributes.of(d.track_id) if self.attributes is not None else {}
         events: list[dict[str, Any]] = []
         for line in self.lines:
-            for c in line.update(d.xyxy, d.track_id, d.class_id, before):
+            ids = _said(d.track_id, answers, line.config.attributes)
+            for c in line.update(d.xyxy, ids, d.class_id, before):
                 events.append({"type": "line_cross", "line": line.config.name,
                                "direction": c.direction, "track_id": c.track_id,
                                "class_id": c.class_id})
@@ -130,7 +159,8 @@ class StreamAnalytics:
                     self.metrics.count_line_crossing(self.stream, line.config.name,
                                                      c.direction)
         for zone in self.zones:
-            for event in zone.update(now, d.xyxy, d.track_id, d.class_id):
+            ids = _said(d.track_id, answers, zone.config.attributes)
+            for event in zone.update(now, d.xyxy, ids, d.class_id):
                 events.append({"zone": zone.config.name} | event)
                 if self.metrics is not None:
                     self.metrics.count_zone_event(self.stream, zone.config.name, event["type"])
@@ -141,7 +171,8 @@ class StreamAnalytics:
                 self.metrics.set_zone_occupancy(self.stream, zone.config.name, zone.occupancy)
         stamped = [self._stamp(e, frame) for e in events]
         self.latest = self.counts(now)
-        return dataclasses.replace(result, analytics=self.latest, events=stamped)
+        return dataclasses.replace(result, analytics=self.latest, events=stamped,
+                                   attributes=answers)
 
     def _stamp(self, event: dict[str, Any], frame: Frame) -> dict[str, Any]:
         cls = event.pop("class_id", None)
@@ -156,3 +187,48 @@ class StreamAnalytics:
         processes the results, or once they are done: readers elsewhere read ``latest``."""
         return {"lines": {line.config.name: dict(line.counts) for line in self.lines},
                 "zones": {zone.config.name: zone.counts(now) for zone in self.zones}}
+
+
+def _said(track_ids: np.ndarray, answers: dict[int, Answer],
+          wanted: dict[str, list[str]] | None) -> np.ndarray:
+    """``track_ids`` with -1 (counted by nothing) for each track whose classifiers have not
+    answered one of ``wanted``'s labels for every head it names (None: all kept)."""
+    if not wanted:
+        return track_ids
+    return np.array([t if t >= 0 and all(answers.get(t, {}).get(head, ("",))[0] in labels
+                                         for head, labels in wanted.items()) else -1
+                     for t in track_ids.tolist()], dtype=track_ids.dtype)
+
+
+def _attributes(config: AnalyticsConfig, spec: ModelSpec, classifiers: Classifiers | None,
+                stream: str) -> TrackAttributes | None:
+    """The stream's classifiers, loaded (or shared) from ``classifiers``; ConfigError where
+    two answer under one head name, or a line or zone asks for a head or label none has."""
+    if not config.classifiers:
+        return None
+    if classifiers is None:
+        raise ConfigError(f"stream {stream}: classifiers configured but none loaded")
+    entries = []
+    heads: dict[str, list[str]] = {}
+    for c in config.classifiers:
+        loaded = classifiers.get(c)
+        for head, labels in loaded.heads().items():
+            if head in heads:
+                raise ConfigError(f"stream {stream}: two classifiers answer as {head!r}")
+            heads[head] = labels
+        entries.append((c, loaded, class_ids(c.objects, spec, f"classifier {c.model}")))
+    return TrackAttributes(entries)
+
+
+def check_said(config: AnalyticsConfig, attributes: TrackAttributes | None,
+               stream: str) -> None:
+    """ConfigError for a line or zone that counts by a head or label no classifier of the
+    stream answers with (a filter nothing could ever pass)."""
+    heads = {} if attributes is None else \
+        {h: v for _, c, _ in attributes.entries for h, v in c.heads().items()}
+    said = "; ".join(f"{h}: {', '.join(v)}" for h, v in heads.items()) or "nothing"
+    for kind, shape in [("line", x) for x in config.lines] + [("zone", z) for z in config.zones]:
+        for head, labels in (shape.attributes or {}).items():
+            if head not in heads or any(x not in heads[head] for x in labels):
+                raise ConfigError(f"stream {stream}: {kind} {shape.name} counts {head}="
+                                  f"{','.join(labels)}, but its classifiers answer {said}")

@@ -1,12 +1,13 @@
 """ObjectLifecycle: one stream's tracked objects as ``new``, ``update`` and ``end``.
 
 An object is a confirmed track (of the classes of interest). ``new`` is said on the frame
-its track is first confirmed; ``update`` only when it changed since it was last said — it
-moved by more than ``move`` of its size, its class changed, or it became stationary or moved
-again — and at most every ``update_s``; ``end`` once it has not been seen for ``end_s``, or
-when the stream ends. An object whose box stays within ``move`` of where it settled for
-``stationary_s`` is *stationary*: one update says so, and nothing more is said until it moves,
-so a parked car produces two events, not a stream of identical ones.
+its track is first confirmed; ``update`` only when it changed since it was last said: at
+once when its class or a classifier's answer changed, or it became stationary or moved
+again; when it moved by more than ``move`` of its size, at most every ``update_s``. ``end``
+once it has not been seen for ``end_s``, or when the stream ends. An object whose box stays
+within ``move`` of where it settled for ``stationary_s`` is *stationary*: one update says
+so, and nothing more is said until it moves, so a parked car produces two events, not a
+stream of identical ones.
 
 Each object keeps its best picture while it lives (``best``: the detected frame where
 score x area was highest, a reference to the frame's picture, not a copy), for the snapshot
@@ -55,6 +56,7 @@ class TrackedObject:
     stationary: bool = False
     updates: int = 0
     best: BestPicture | None = None
+    attributes: dict[str, tuple[str, float]] = field(default_factory=dict)  # classifiers'
 
 
 @dataclass(slots=True)
@@ -105,10 +107,12 @@ class ObjectLifecycle:
             if obj is None:
                 obj = self.objects[tid] = TrackedObject(
                     tid, cls, now, frame.index, frame.pts, now, frame.index, frame.pts, box,
-                    score, score, box, now, box, now)
+                    score, score, box, now, box, now,
+                    attributes=dict(result.attributes.get(tid, {})))
                 events.append(ObjectEvent("new", obj, frame))
             else:
-                events.extend(self._seen(obj, frame, now, box, score, cls))
+                events.extend(self._seen(obj, frame, now, box, score, cls,
+                                         result.attributes.get(tid, {})))
             if picture is not None:
                 _keep_best(obj, picture, box, score, frame.index)
         for tid, obj in list(self.objects.items()):
@@ -118,13 +122,18 @@ class ObjectLifecycle:
         return events
 
     def _seen(self, obj: TrackedObject, frame: Frame, now: float, box: np.ndarray,
-              score: float, cls: int) -> list[ObjectEvent]:
+              score: float, cls: int, answers: dict[str, tuple[str, float]]
+              ) -> list[ObjectEvent]:
         obj.seen_at, obj.seen_frame, obj.seen_pts = now, frame.index, frame.pts
         obj.box, obj.score, obj.max_score = box, score, max(obj.max_score, score)
         changes = []
         if cls != obj.class_id:
             obj.class_id = cls
             changes.append("class")
+        if any(obj.attributes.get(head, ("",))[0] != label for head, (label, _) in
+               answers.items()):
+            changes.append("attributes")
+        obj.attributes.update(answers)
         if moved(obj.settled_box, box, self.settings.move):
             obj.settled_box, obj.settled_at = box, now
             if obj.stationary:
@@ -135,7 +144,7 @@ class ObjectLifecycle:
             changes.append("stationary")
         if not obj.stationary and moved(obj.said_box, box, self.settings.move):
             changes.append("box")
-        urgent = "stationary" in changes or "class" in changes
+        urgent = bool({"stationary", "class", "attributes"} & set(changes))
         if not changes or (not urgent and now - obj.said_at < self.settings.update_s):
             return []
         obj.said_box, obj.said_at = box, now

@@ -52,6 +52,8 @@ class EventStamper:
         record = self._base(event.kind, event.frame, obj.track_id) | self._object(obj) | {
             "box": _box(obj.box), "score": round(obj.score, 4),
             "stationary": obj.stationary}
+        if obj.attributes:
+            record["attributes"] = {h: [label, c] for h, (label, c) in obj.attributes.items()}
         if event.kind == "update":
             record["changes"] = event.changes
         if event.kind == "end":
@@ -65,9 +67,12 @@ class EventStamper:
         return record
 
     def analytics_event(self, event: dict[str, Any], frame: Frame,
-                        boxes: dict[int, tuple[np.ndarray, float]]) -> dict[str, Any]:
+                        boxes: dict[int, tuple[np.ndarray, float]],
+                        attributes: dict[int, dict[str, tuple[str, float]]] | None = None
+                        ) -> dict[str, Any]:
         """An analytics event of ``StreamAnalytics`` (line_cross, zone_enter, ...) with the
-        box and score of its track on the frame (``boxes``: track -> (box, score))."""
+        box and score of its track on the frame (``boxes``: track -> (box, score)) and its
+        classifiers' answers (``attributes``: track -> head -> (label, confidence))."""
         kind = event["type"]
         name = event.get("line", event.get("zone"))
         tid = event.get("track_id")
@@ -81,6 +86,9 @@ class EventStamper:
         for key in ("line", "direction", "zone", "dwell_s", "occupancy"):
             if key in event:
                 record[key] = event[key]
+        answers = (attributes or {}).get(tid) if tid is not None else None
+        if answers:
+            record["attributes"] = {h: [label, c] for h, (label, c) in answers.items()}
         return record
 
     def _object(self, obj: TrackedObject) -> dict[str, Any]:

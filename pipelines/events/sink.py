@@ -173,7 +173,8 @@ class EventSink(ClosingSink):
         if result.events:
             boxes = boxes_by_track(result)
             for event in result.events:
-                self._publish(stream.stamper.analytics_event(event, result.frame, boxes))
+                self._publish(stream.stamper.analytics_event(event, result.frame, boxes,
+                                                             result.attributes))
             self._publish_state(sid, result.analytics)
         for change in ends:
             self._end(stream, sid, change)

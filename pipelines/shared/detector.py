@@ -31,6 +31,7 @@ from models.spec import ModelSpec
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends, open_backends
 from pipelines.channel import Channel, DropPolicy
+from pipelines.classify.model import Classifiers
 from pipelines.decode.stage import PacketSource
 from pipelines.frame import Batch, Frame
 from pipelines.metrics import PipelineMetrics
@@ -82,6 +83,8 @@ class SharedDetector:
             frames=_frames_of, carry=carry_skipped)
         self.router = RoutingSink(self.inputs, metrics)
         self.analytics: dict[str, StreamAnalytics] = {}  # the tracked streams
+        # the classifiers its streams name, each loaded once, kept across restarts
+        self.classifiers = Classifiers()
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
         self.pipeline = self._build(backends)
         self.intakes: dict[str, Pipeline] = {}  # each stream's decode stage, into the detector
@@ -248,6 +251,7 @@ class SharedDetector:
     def release(self) -> None:
         """Close the stages (threads, the model) and forget their metrics. Idempotent."""
         self._close_stages()
+        self.classifiers.close()
         self.metrics.unregister_channel(self.inputs.name)
 
     def _close_stages(self) -> None:

@@ -24,7 +24,8 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
     tracked, each detection has ``track_id`` (null: no confirmed track), a frame the model
     did not see has ``"predicted": true`` (``"skipped": "idle"`` where motion gating kept it
     from the model: nothing moved, nothing was seen lately), and with lines or zones
-    ``analytics`` holds the stream's counts after the frame."""
+    ``analytics`` holds the stream's counts after the frame; a track its classifiers have
+    answered for has ``attributes`` (head -> [label, confidence])."""
     d = result.detections
     frame = result.frame
     tracked = result.analytics is not None
@@ -37,7 +38,10 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
             {"box": [round(float(v), 2) for v in box], "score": round(float(score), 4),
              "class_id": int(cls), "label": spec.label(int(cls))}
             | ({"track_id": int(tid) if tid >= 0 else None} if tracked else {})
-            for box, score, cls, tid in zip(d.xyxy, d.score, d.class_id, d.track_id,
+            | ({"attributes": {head: [label, confidence] for head, (label, confidence)
+                               in result.attributes[tid].items()}}
+               if tid in result.attributes else {})
+            for box, score, cls, tid in zip(d.xyxy, d.score, d.class_id, d.track_id.tolist(),
                                             strict=True)
         ],
     }

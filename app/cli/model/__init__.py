@@ -11,6 +11,7 @@ feeds a model.
     vidpipe model build-engine build/shapes --precision int8    TensorRT engine, cached
     vidpipe model check ssdlite-person --video c.mp4    pipeline input and boxes vs reference
     vidpipe model tune-tracker shapes-yolo --video c.mp4    the tracker's settings, to the card
+    vidpipe model train-classifier --out build/pattern   the classifier run on tracked shapes
 
 Each command lives in a module of this package, imported when the command is asked for
 (they load torch and the training code). Bad input exits 2 with one line, like ``run``.
@@ -38,14 +39,16 @@ class ModelCommands(LazyGroup):
         "check": "app.cli.model.check:check",
         "build-engine": "app.cli.model.engine:build_engine",
         "tune-tracker": "app.cli.model.tune:tune_tracker",
+        "train-classifier": "app.cli.model.classifier:train_classifier",
     }
 
 
 model = typer.Typer(
     name="model", cls=ModelCommands, no_args_is_help=True, add_completion=False,
     rich_markup_mode=None,
-    help="Train the shapes detector, make labelled clips, score models on them, and make "
-    "them fast: prune, quantize to INT8, build TensorRT engines.",
+    help="Train the shapes detector (and the classifier run on its tracked objects), make "
+    "labelled clips, score models on them, and make them fast: prune, quantize to INT8, "
+    "build TensorRT engines.",
 )
 
 

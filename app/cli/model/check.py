@@ -13,9 +13,12 @@ import typer
 from rich.table import Table
 
 from app.cli.console import console, fail, failing_cleanly, styled
+from app.cli.model.check_classifier import run_check
 from app.cli.options import DEFAULTS, BatchOpt, RuntimeOpt
 from app.cli.progress import RunProgress
 from app.recipes.check import DEFAULT_FRAMES, check_model
+from models.classifier_zoo import names_classifier
+from models.spec import DEFAULT_MODEL
 from models.zoo import resolve_model
 from pipelines.options import PipelineOptions
 from pipelines.postprocess.agreement import MATCH_IOU, MATCH_SCORE
@@ -32,7 +35,8 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON line "
                                           "(the last line of output).")] = False,
     output_format: Annotated[str | None, typer.Option(
-        "--format", help="Output format of an ONNX without a card: yolov8, yolov5, ssd.")]
+        "--format", help="Output format of an ONNX without a card: yolov8, yolov5, ssd; a "
+        "classifier's: imagenet, ultralytics-cls.")]
     = None,
     classes: Annotated[Path | None, typer.Option(
         "--classes", help="Class names file (one per line) for an ONNX without a card.")]
@@ -48,16 +52,30 @@ def check(
     min_agreement: Annotated[float, typer.Option(
         "--min-agreement", min=0.0, max=1.0, help="Exit 1 below this frame agreement.")]
     = 0.99,
+    detector: Annotated[str, typer.Option(
+        "--detector", help="For a classifier: the detector whose tracked boxes it is run "
+        "on.")] = DEFAULT_MODEL,
 ) -> None:
     """Run MODEL directly on reference inputs (full-size decode, the card's resize filter,
     pad, normalisation) and through the pipeline with your options, on the same frames;
     report how far the pipeline's model input is from the reference's (grey levels, max and
     mean) and the fraction of frames whose detections agree (same count, IoU >= 0.9, score
-    within 0.02). A variant (INT8, pruned) is also compared with its FP32 model."""
+    within 0.02). A variant (INT8, pruned) is also compared with its FP32 model.
+
+    A classifier (its card says kind: classifier, or --format imagenet | ultralytics-cls)
+    is checked on the crops of the boxes --detector finds and the default tracker follows:
+    the pipeline's crops and answers against the model run directly on crops cut by the
+    card plainly (the fraction of crops whose every label agrees)."""
     logging.basicConfig(level="WARNING", format="%(message)s", force=True)
     with failing_cleanly():
         options = PipelineOptions(device=device, batch_size=batch_size,
                                   ffmpeg_resize=ffmpeg_resize, runtime=runtime)
+        if names_classifier(model_name, output_format):
+            if not video.is_file():
+                fail(f"--video {video}: no such file")
+            run_check(model_name, video, frames, output_format, classes, detector, options,
+                      as_json=as_json, min_agreement=min_agreement)
+            return
         model_path, spec = resolve_model(model_name, output_format=output_format,
                                          classes=classes)
         if not video.is_file():
