@@ -66,7 +66,8 @@ class LatestFrameSink(ClosingSink):
 
     def _encode(self, result: Result) -> bytes | None:
         assert result.frame.image is not None
-        rgb = draw_detections(host_array(result.frame.image), result.detections, self.spec)
+        rgb = draw_detections(host_array(result.frame.image), result.detections, self.spec,
+                              result.attributes)
         ok, data = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
                                 [cv2.IMWRITE_JPEG_QUALITY, self.quality])
         return data.tobytes() if ok else self._jpeg

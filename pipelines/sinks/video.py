@@ -24,19 +24,22 @@ _COLOURS = [(255, 56, 56), (72, 249, 10), (0, 194, 255), (255, 157, 151), (146, 
             (187, 212, 0), (255, 178, 29), (207, 210, 49), (52, 69, 147), (255, 112, 31)]
 
 
-def draw_detections(image: np.ndarray, detections: Detections, spec: ModelSpec) -> np.ndarray:
-    """A copy of an RGB image with each box and its label, track id (where tracked) and
-    score drawn on it."""
+def draw_detections(image: np.ndarray, detections: Detections, spec: ModelSpec,
+                    attributes: dict[int, dict[str, tuple[str, float]]] | None = None
+                    ) -> np.ndarray:
+    """A copy of an RGB image with each box and its label, track id (where tracked), score
+    and its track's classifier answers (``attributes``) drawn on it."""
     out = np.ascontiguousarray(image).copy()
     thickness = _thickness(out)
     for box, score, cls, tid in zip(detections.xyxy, detections.score, detections.class_id,
-                                    detections.track_id, strict=True):
+                                    detections.track_id.tolist(), strict=True):
         x1, y1, x2, y2 = (int(round(v)) for v in box)
         colour = _COLOURS[int(cls) % len(_COLOURS)]
         cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness)
         track = f" #{int(tid)}" if tid >= 0 else ""
-        _text(out, f"{spec.label(int(cls))}{track} {score:.2f}", (x1 + 2, max(y1 - 4, 12)),
-              colour, thickness)
+        said = "".join(f" {label}" for label, _ in (attributes or {}).get(tid, {}).values())
+        _text(out, f"{spec.label(int(cls))}{track} {score:.2f}{said}",
+              (x1 + 2, max(y1 - 4, 12)), colour, thickness)
     return out
 
 
@@ -130,7 +133,8 @@ class AnnotatedVideoSink(ClosingSink):
         if encoder is None:
             encoder = _Encoder(self._path_for(stream), frame.size, self._fps_for(stream))
             self._encoders[stream] = encoder
-        image = draw_detections(host_array(frame.image), result.detections, self.spec)
+        image = draw_detections(host_array(frame.image), result.detections, self.spec,
+                                result.attributes)
         if self.analytics is not None:
             draw_analytics(image, self.analytics, result.analytics)
         encoder.encode(image)

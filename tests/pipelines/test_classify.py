@@ -192,3 +192,16 @@ def test_without_a_picture_nothing_is_classified_and_counting_goes_on():
             result = _result("s", k, image, boxes)
             stage.process([replace(result, frame=replace(result.frame, image=None))])
         assert next(iter(classifiers.loaded.values())).crops == 0
+
+
+def test_the_answers_are_drawn_with_the_box():
+    from pipelines.sinks.video import draw_detections
+
+    image, boxes = _frames(1)[0]
+    d = _result("s", 0, image, boxes).detections
+    d = Detections(d.xyxy, d.score, d.class_id, np.array([4, 5]))
+    plain = draw_detections(image, d, SPEC)
+    said = draw_detections(image, d, SPEC, {4: {"pattern": ("striped", 0.9)}})
+    changed = np.argwhere((plain != said).any(axis=2))
+    # only beside track 4's box, where its label runs on
+    assert len(changed) and changed[:, 0].max() < d.xyxy[0, 3]
