@@ -46,3 +46,15 @@ class WorkersFixed(VidpipeError, RuntimeError):
 
 class NothingToReplay(VidpipeError, RuntimeError):
     """A stream has no results kept to replay a candidate's lines and zones on (409)."""
+
+
+class UnknownDetector(VidpipeError, KeyError):
+    """No loaded detector has this id (404): the ids are those ``/api/stats`` lists."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "no such detector"
+
+
+class CandidateConflict(VidpipeError, RuntimeError):
+    """A candidate runs already beside this detector, none does, or the host runs none
+    (409)."""

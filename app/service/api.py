@@ -32,12 +32,14 @@ from starlette.routing import BaseRoute, Match, Route
 
 from app import __version__
 from app.errors import (
+    CandidateConflict,
     NothingToReplay,
     OverCapacity,
     SourceRejected,
     StreamExists,
     StreamLimit,
     TrackerFixed,
+    UnknownDetector,
     UnknownStream,
     WorkersFixed,
     WorkerUnavailable,
@@ -45,7 +47,7 @@ from app.errors import (
 from app.service.body_limit import BodyLimit
 from app.service.config import ServiceConfig, answered_hosts
 from app.service.host import LocalHost, open_host
-from app.service.routes import docs, events, streams, system
+from app.service.routes import detectors, docs, events, streams, system
 from pipelines.errors import VidpipeError
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard"
@@ -53,7 +55,8 @@ DASHBOARD = Path(__file__).resolve().parent / "dashboard"
 # Each of vidpipe's errors as the status a client can act on: the most specific class of an
 # error that is here decides; any other of vidpipe's errors is bad input (400).
 ERROR_STATUS: dict[type[VidpipeError], int] = {
-    UnknownStream: 404, SourceRejected: 400, StreamExists: 409, TrackerFixed: 409,
+    UnknownStream: 404, UnknownDetector: 404, CandidateConflict: 409,
+    SourceRejected: 400, StreamExists: 409, TrackerFixed: 409,
     WorkersFixed: 409, OverCapacity: 409, NothingToReplay: 409, StreamLimit: 429,
     WorkerUnavailable: 503,
     VidpipeError: 400,
@@ -80,7 +83,8 @@ def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None)
     app.state.token = config.api_token
     if isinstance(host, LocalHost):
         app.state.service = host.service
-    for router in (streams.router, events.router, system.router, docs.router):
+    for router in (streams.router, events.router, system.router, detectors.router,
+                   docs.router):
         app.include_router(router)
     docs.mount_assets(app)
     app.add_exception_handler(VidpipeError, _refused)  # type: ignore[arg-type]

@@ -18,8 +18,10 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from app.errors import WorkersFixed
+from app.errors import CandidateConflict, WorkersFixed
+from app.service import candidates
 from app.service.analytics_try import try_analytics
+from app.service.candidates import CandidateRequest
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.event_feed import EventFeed
 from app.service.remembered import RememberedStreams
@@ -88,6 +90,29 @@ class StreamHost(Protocol):
     async def workers(self) -> list[Worker]: ...
 
     async def add_worker(self) -> Worker: ...
+
+    async def start_candidate(self, detector_id: str,
+                              body: CandidateRequest) -> dict[str, Any]: ...
+
+    async def candidate(self, detector_id: str) -> dict[str, Any]: ...
+
+    async def discard_candidate(self, detector_id: str) -> None: ...
+
+
+class WithoutCandidates:
+    """A host whose detectors take no candidate (the streams on Ray workers: not built)."""
+
+    WHY = ("candidate models run beside a one-process service's detectors; on Ray workers "
+           "they are not built yet")
+
+    async def start_candidate(self, detector_id: str, body: CandidateRequest) -> dict[str, Any]:
+        raise CandidateConflict(self.WHY)
+
+    async def candidate(self, detector_id: str) -> dict[str, Any]:
+        raise CandidateConflict(self.WHY)
+
+    async def discard_candidate(self, detector_id: str) -> None:
+        raise CandidateConflict(self.WHY)
 
 
 class LocalResults:
@@ -202,6 +227,15 @@ class LocalHost:
     async def add_worker(self) -> Worker:
         raise WorkersFixed("this service runs in one process: start it with --workers N "
                            "(or --ray-address) to add workers")
+
+    async def start_candidate(self, detector_id: str, body: CandidateRequest) -> dict[str, Any]:
+        return await candidates.start(self.service, detector_id, body)
+
+    async def candidate(self, detector_id: str) -> dict[str, Any]:
+        return candidates.report(self.service, detector_id)
+
+    async def discard_candidate(self, detector_id: str) -> None:
+        await candidates.discard(self.service, detector_id)
 
 
 def open_host(config: ServiceConfig, registry: CollectorRegistry) -> StreamHost:

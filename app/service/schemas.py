@@ -118,6 +118,7 @@ class ChannelFigures(_Answer):
 
 
 class DetectorFigures(_Answer):
+    id: str = Field(description="what /api/detectors/{id}/candidate names it by")
     model: str
     device: str
     streams: list[str]
@@ -212,3 +213,30 @@ class Problem(_Answer):
     """Every refusal: what was wrong (a string, or the fields of a malformed body)."""
 
     detail: Any
+
+
+class CandidateReport(_Answer):
+    """A candidate model beside a shared detector, on the same frames: the frames it saw,
+    how far its boxes agree with the detector's (the measure of `vidpipe model check`),
+    both sides' boxes and scores, and what it costs."""
+
+    detector: str
+    current: str
+    candidate: str
+    candidate_file: str
+    share: float = Field(description="of the frames the model saw, those offered to it")
+    cpu_budget: float = Field(description="cores it may use, at most")
+    cpu_share: float = Field(description="cores it has used, on average since it started")
+    running_s: float
+    frames_offered: int
+    passed_over: dict[str, int] = Field(description="offered frames it did not take: its "
+                                        "thread was busy, or it was over its budget")
+    agreement: dict[str, Any] = Field(description="frames compared, the share agreeing, "
+                                      "boxes on each side, paired boxes' IoU and scores")
+    detections: dict[str, Any] = Field(description="boxes per frame and scores by tenths, "
+                                       "the current model's and the candidate's")
+    candidate_ms_per_frame: dict[str, float] | None
+    candidate_cpu_ms_per_frame: float | None
+    streams: dict[str, Any] = Field(description="the same per stream")
+    error: str | None = Field(default=None, description="why it stopped, if it failed")
+

@@ -66,12 +66,21 @@ class ShadowComparison:
 
     def compare(self, results: list[Result]) -> None:
         """Run the candidate on ``results``' frames (``wanted`` ones) and count."""
-        if not results:
-            return
+        if results:
+            self.record(results, *self.detect(results))
+
+    def detect(self, results: list[Result]) -> tuple[list[Detections], float, float]:
+        """The candidate's boxes on ``results``' frames, the wall and CPU seconds it took
+        (nothing counted yet: ``record``)."""
         wall, cpu = time.perf_counter(), time.thread_time()
         found = self.model.detect([r.frame for r in results])
-        self.cpu_s += time.thread_time() - cpu
-        spent = (time.perf_counter() - wall) / len(results)
+        return found, time.perf_counter() - wall, time.thread_time() - cpu
+
+    def record(self, results: list[Result], found: list[Detections], wall_s: float,
+               cpu_s: float) -> None:
+        """Count what ``detect`` found against the current model's detections."""
+        self.cpu_s += cpu_s
+        spent = wall_s / len(results)
         for result, candidate in zip(results, found, strict=True):
             stream = self.streams[result.frame.stream_id]
             current = result.detections

@@ -37,6 +37,7 @@ from pipelines.frame import Batch, Frame
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
+from pipelines.shadow.live import LiveShadow
 from pipelines.shared.fair import FairChannel
 from pipelines.shared.restarts import RestartBudget
 from pipelines.shared.routing import RoutingSink
@@ -85,6 +86,7 @@ class SharedDetector:
         self.analytics: dict[str, StreamAnalytics] = {}  # the tracked streams
         # the classifiers its streams name, each loaded once, kept across restarts
         self.classifiers = Classifiers()
+        self.candidate: LiveShadow | None = None  # a model compared beside it (the API's)
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
         self.pipeline = self._build(backends)
         self.intakes: dict[str, Pipeline] = {}  # each stream's decode stage, into the detector
@@ -120,7 +122,8 @@ class SharedDetector:
         batch sizes, and the frames it inferred per second since it was loaded."""
         frames = sum(size * n for size, n in self.batches.items())
         uptime = max(1e-9, time.monotonic() - self.started_at)
-        return {"model": self.spec.name, "device": self.options.device, "streams": self.streams,
+        return {"id": self.name, "model": self.spec.name, "device": self.options.device,
+                "streams": self.streams,
                 "batches": {str(k): v for k, v in sorted(self.batches.items())},
                 "fps": round(frames / uptime, 2), "state": self.state,
                 "restarts": self.restarts.used}
@@ -252,6 +255,8 @@ class SharedDetector:
         """Close the stages (threads, the model) and forget their metrics. Idempotent."""
         self._close_stages()
         self.classifiers.close()
+        if self.candidate is not None:
+            self.candidate.close()
         self.metrics.unregister_channel(self.inputs.name)
 
     def _close_stages(self) -> None:

@@ -9,7 +9,7 @@ streams, nor the detector. Each written result settles its frame in the FairChan
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pipelines.frame import Batch, Frame, Result
 from pipelines.metrics import PipelineMetrics
@@ -27,6 +27,8 @@ class RoutingSink:
         self.routes: dict[str, list[Sink]] = {}
         self._failing: set[tuple[str, int]] = set()  # (stream, id(sink)) logged already
         self.wants_images = True  # a stream's sinks may draw (the service's snapshots do)
+        # sees every result after its stream's sinks (a candidate model: it never waits)
+        self.observer: Callable[[Result], None] | None = None
 
     def write(self, result: Result) -> None:
         stream = result.frame.stream_id
@@ -35,6 +37,9 @@ class RoutingSink:
                 sink.write(result)
             except Exception as e:
                 self._failed(stream, sink, e)
+        observer = self.observer
+        if observer is not None:
+            observer(result)
 
     def _failed(self, stream: str, sink: Sink, error: Exception) -> None:
         kind = type(sink).__name__

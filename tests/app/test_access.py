@@ -14,7 +14,7 @@ from tests.support.api import LOCAL
 
 TABLE = Path(__file__).resolve().parents[2] / "docs" / "ACCESS.md"
 # a value each path parameter accepts
-PARAMETERS = {"stream_id": "cam", "event_id": "0" * 32}
+PARAMETERS = {"stream_id": "cam", "event_id": "0" * 32, "detector_id": "shapes-yolo@cpu"}
 
 
 def test_the_checked_in_table_is_the_apps():

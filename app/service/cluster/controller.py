@@ -27,7 +27,7 @@ from app.service.cluster.supervision import Supervisor
 from app.service.cluster.workers import StreamBooks, WorkerPool, WorkerState
 from app.service.config import AnalyticsUpdate, ServiceConfig, StreamConfig
 from app.service.event_feed import EventFeed
-from app.service.host import ResultSubscription
+from app.service.host import ResultSubscription, WithoutCandidates
 from app.service.remembered import RememberedStreams
 from app.service.retention import Housekeeper
 from app.service.schemas import Stats, Stream, Worker
@@ -60,7 +60,7 @@ class RemoteResults:
             pass
 
 
-class Cluster:
+class Cluster(WithoutCandidates):
     def __init__(self, config: ServiceConfig, registry: CollectorRegistry) -> None:
         self.config = config
         self.registry = registry

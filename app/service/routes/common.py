@@ -40,7 +40,7 @@ AUTH = [Depends(require_token)]
 # What each refusal means; every one is JSON {"detail": ...} (``Problem``).
 _ERROR_WORDS = {
     400: "a source, camera host or model the service will not use", 401: "no or a wrong "
-    "token (VIDPIPE_API_TOKEN is set)", 404: "no such stream (or no frame yet)",
+    "token (VIDPIPE_API_TOKEN is set)", 404: "no such stream or detector (or no frame yet)",
     409: "the id is in use (or the service cannot do it as it runs)",
     413: "the body is over max_body_kb", 429: "the stream limit",
     503: "not ready: starting or shutting down (or no worker could start)",
