@@ -126,6 +126,10 @@ class DetectorFigures(_Answer):
     fps: float
     state: str
     restarts: int
+    candidate: dict[str, Any] | None = Field(default=None, description="a candidate model "
+                                             "compared beside it: file, frames, "
+                                             "frame_agreement, boxes_per_frame (the model's, "
+                                             "the candidate's), cpu_share, cpu_budget, error")
     worker: str | None = None
 
 

@@ -81,6 +81,23 @@ class LiveShadow:
                        "cpu_share": round(self.comparison.cpu_s / wall, 4) if wall else 0.0}
         return report
 
+    def summary(self) -> dict[str, Any]:
+        """The few figures a dashboard shows: the candidate, the frames compared, the share
+        agreeing, boxes per frame on each side, the CPU it used and may use."""
+        with self._lock:
+            streams = self.comparison.streams.values()
+            frames = sum(s.agreement.frames for s in streams)
+            agreed = sum(s.agreement.agreed for s in streams)
+            boxes = [sum(getattr(s, side).boxes for s in streams)
+                     for side in ("current", "candidate")]
+            wall = time.monotonic() - self.started_at
+            return {"file": self.comparison.model.path.name, "frames": frames,
+                    "frame_agreement": round(agreed / frames, 4) if frames else None,
+                    "boxes_per_frame": [round(b / frames, 2) if frames else None
+                                        for b in boxes],
+                    "cpu_share": round(self.comparison.cpu_s / wall, 4) if wall else 0.0,
+                    "cpu_budget": self.cpu_budget, "error": self.error}
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

@@ -126,7 +126,8 @@ class SharedDetector:
                 "streams": self.streams,
                 "batches": {str(k): v for k, v in sorted(self.batches.items())},
                 "fps": round(frames / uptime, 2), "state": self.state,
-                "restarts": self.restarts.used}
+                "restarts": self.restarts.used,
+                "candidate": None if self.candidate is None else self.candidate.summary()}
 
     @classmethod
     def open(cls, name: str, model_path: Path, spec: ModelSpec, metrics: PipelineMetrics,

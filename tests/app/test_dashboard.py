@@ -261,3 +261,31 @@ def test_dashboard_lists_events_with_their_snapshots_and_plays_a_clip(browser, t
             assert errors == [], errors
         finally:
             context.close()
+
+
+def test_dashboard_shows_a_detectors_candidate_as_it_is_compared(browser, tmp_path):
+    """Issue 38: a candidate started over the API shows under its detector, with the share
+    of frames agreeing and its CPU against its budget, and goes when it is discarded."""
+    from playwright.sync_api import expect
+
+    from models.tracking_data import make_tracking_clip
+    from tests.support.browser import REPO
+
+    lanes = make_tracking_clip(tmp_path / "lanes.mp4", clip=5, frames=150, size=(640, 384))
+    zoo = REPO / "models" / "zoo"
+    with serving(lanes, tmp_path, model="shapes-yolo", model_roots=[str(zoo)]) as (base, _):
+        (detector,) = get_json(f"{base}/api/stats")["detectors"]
+        url = f"{base}/api/detectors/{detector['id']}/candidate"
+        send_json("POST", url, {"model": str(zoo / "shapes-yolo" / "model.int8.onnx"),
+                                "share": 1.0, "cpu_budget": 1.0})
+        with open_page(browser, viewport={"width": 1280, "height": 800}) as page:
+            page.goto(f"{base}/")
+            line = page.get_by_test_id("detector-candidate")
+            expect(line).to_contain_text(
+                re.compile(r"candidate model\.int8\.onnx: agrees on \d+\.\d% of \d+ frames"),
+                timeout=30_000)
+            expect(line).to_contain_text("(budget 1)")
+            SCREENSHOT.parent.mkdir(exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT.with_name("dashboard-candidate.png")))
+            send_json("DELETE", url, None)
+            expect(line).to_have_count(0, timeout=10_000)

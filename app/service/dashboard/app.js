@@ -206,8 +206,22 @@ function renderDetectors(stats) {
       el('span', 'dstate', `${d.state || 'up'} · ${d.fps.toFixed(1)} fps${restarts}`),
       el('span', 'dcount', `${d.streams.length} stream${d.streams.length === 1 ? '' : 's'}:`),
       streams, batches);
+    if (d.candidate) row.append(candidateLine(d.candidate));
     return row;
   }));
+}
+
+// A candidate model compared beside the detector (POST /api/detectors/{id}/candidate).
+function candidateLine(c) {
+  const line = el('span', `dcandidate${c.error ? ' failed' : ''}`);
+  line.dataset.testid = 'detector-candidate';
+  const [mine, theirs] = c.boxes_per_frame;
+  const agreement = c.frame_agreement === null ? 'no frame compared yet'
+    : `agrees on ${(100 * c.frame_agreement).toFixed(1)}% of ${c.frames} frames · boxes a `
+      + `frame ${mine} here, ${theirs} there`;
+  line.textContent = `candidate ${c.file}: ${c.error ? `failed: ${c.error}` : agreement} · `
+    + `${c.cpu_share.toFixed(2)} of a core (budget ${c.cpu_budget})`;
+  return line;
 }
 
 // How many more cameras like the running ones the machine holds, as measured; overloaded
