@@ -90,12 +90,10 @@ class DecodedPicture:
 
 @dataclass(slots=True)
 class Frame:
-    """One decoded picture of one stream.
-
-    ``image`` is HWC uint8 RGB on the device of the stage that made it (``Picture``: the
-    decoder's numpy array on the CPU, a torch tensor on a GPU); ``None`` once a stage has
-    released the pixels and only the metadata travels on. ``ready`` is the CUDA event that
-    marks the image as written, or None.
+    """One decoded picture of one stream. ``image`` is HWC uint8 RGB on the device of the
+    stage that made it (``Picture``: the decoder's numpy array on the CPU, a torch tensor on
+    a GPU); ``None`` once a stage has released the pixels and only the metadata travels on.
+    ``ready`` is the CUDA event that marks the image as written, or None.
     ``timings`` collects the seconds each stage spent on the frame (a batched stage: its batch).
     ``source_size`` is the (width, height) the picture was decoded at when the decoder already
     shrank ``image`` to the model's letterbox (``ScaleTo``); None when ``image`` is full size.
@@ -115,6 +113,7 @@ class Frame:
     riders: list[Frame] = field(default_factory=list)
     gap_s: float | None = None  # the first frame after a camera was away: for how long
     skipped: str | None = None  # why the model does not see it ("idle"): it flows on, no boxes
+    model: str | None = None  # the model file that saw it (a shared detector's: promotions)
 
     def materialize(self) -> None:
         """Make ``image`` now if it was left to be made (``load``); the preparing stage calls
@@ -148,9 +147,7 @@ class Frame:
     @property
     def size(self) -> tuple[int, int]:
         """(width, height) of the picture as decoded, in the source pixels boxes refer to."""
-        if self.source_size is not None:
-            return self.source_size
-        return self.image_size
+        return self.source_size if self.source_size is not None else self.image_size
 
     @property
     def image_size(self) -> tuple[int, int]:

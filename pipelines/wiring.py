@@ -109,19 +109,21 @@ def detector_stages(inputs: Input[Any], backends: StageBackends, spec: ModelSpec
                     postprocess_calls: int = 1,
                     on_batch: Callable[[int], None] | None = None,
                     on_written: Callable[[list[Result]], None] | None = None,
-                    classifiers: Classifiers | None = None) -> list[Stage[Any, Any]]:
+                    classifiers: Classifiers | None = None,
+                    model: str | None = None) -> list[Stage[Any, Any]]:
     """Inference on ``inputs`` (prepared Batches; with ``prepare``, decoded Frames it prepares
     itself), postprocessing, an analytics stage for the streams in ``analytics`` (None: none;
     it owns ``classifiers``, the models its streams' classifiers share),
     and the sink stage writing to ``sinks`` (``on_written`` hears each call's results once
-    written). ``channel(name)`` makes each channel between them."""
+    written; ``model``: the name inference marks each frame with). ``channel(name)`` makes
+    each channel between them."""
     inferred = channel("inferred")
     stages: list[Stage[Any, Any]] = [
         InferStage(backends.runtime, inputs, inferred, metrics, batch_size=batch_size,
                    batch_timeout_ms=options.batch_timeout_ms, max_age_s=options.max_age_s,
                    calls_at_once=infer_calls, queued=queued, on_batch=on_batch,
                    preprocessor_for=backends.preprocessor_for if prepare else None,
-                   input_tap=options.input_tap)]
+                   input_tap=options.input_tap, model=model)]
     detected = channel("detected" if analytics is not None else "results")
     stages.append(PostprocessStage(backends.postprocessor, inferred, detected, metrics,
                                    keep_images=keep_images, calls_at_once=postprocess_calls))

@@ -2,12 +2,15 @@
 (``POST /api/detectors/{id}/candidate``): loaded (a zoo model, or under a model root, as a
 stream's model), offered the detector's results after its streams' sinks, and run on a
 thread of its own within its CPU budget (``pipelines.shadow.live``); ``GET`` reports,
-``DELETE`` discards it. Promoting it in the detector's place is not built yet."""
+``DELETE`` discards it; ``POST .../promote`` runs it in the detector's place from the next
+inference call on (``pipelines.shared.promotion``), for every stream of the detector and,
+remembered in the store, after a restart."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from pydantic import Field
@@ -17,10 +20,13 @@ from app.service.service import Service
 from app.service.streams import check_stream_model
 from models.checked import CheckedBody
 from models.zoo import resolve_model
+from pipelines.errors import ConfigError
 from pipelines.shadow.compare import ShadowComparison
 from pipelines.shadow.live import LiveShadow
 from pipelines.shadow.model import ShadowModel
 from pipelines.shared.detector import SharedDetector
+from pipelines.shared.promotion import check_promotable, prepare
+from pipelines.shared.promotion import promote as promote_model
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +61,11 @@ async def start(service: Service, detector_id: str, body: CandidateRequest) -> d
     model = check_stream_model(body.model, service.config.model_roots)
     path, spec = resolve_model(model)
     shadow = await asyncio.to_thread(ShadowModel, path, spec, shared.spec)
+    try:  # loaded as the detector's runtime too, ahead, where it could take its place
+        shared.standby = await asyncio.to_thread(prepare, shared, path, spec)
+    except ConfigError as e:
+        log.info("detector %s: candidate %s can be compared, not promoted: %s", detector_id,
+                 path.name, e)
     live = LiveShadow(ShadowComparison(shadow, shared.spec.name, body.share), body.cpu_budget)
     shared.candidate = live
     shared.router.observer = live.offer
@@ -77,5 +88,32 @@ async def discard(service: Service, detector_id: str) -> None:
         raise CandidateConflict(f"detector {detector_id} has no candidate")
     shared.router.observer, shared.candidate = None, None
     await asyncio.to_thread(live.close)
+    standby, shared.standby = shared.standby, None
+    if standby is not None:
+        standby.runtime.close()
     log.info("detector %s: candidate %s discarded", detector_id,
              live.comparison.model.path.name)
+
+
+async def promote(service: Service, detector_id: str) -> dict[str, Any]:
+    """The candidate in the detector's place: swapped between two inference calls, the
+    choice remembered (the detector's model file -> the candidate's); the candidate is
+    discarded (it is the model now). ConfigError (400) for one of another card."""
+    shared = detector(service, detector_id)
+    live = shared.candidate
+    if live is None:
+        raise CandidateConflict(f"detector {detector_id} has no candidate to promote")
+    model = live.comparison.model
+    check_promotable(shared, model.path, model.spec)
+    standby = shared.standby
+    if standby is None:
+        raise CandidateConflict(f"{model.path.name} could not be loaded as the detector's "
+                                "runtime when it started: see the service's log")
+    before = shared.model_path
+    shared.standby = None  # the detector's runtime now, not the candidate's to close
+    await discard(service, detector_id)
+    promote_model(shared, standby, model.path, model.spec)
+    if before is not None:
+        service.store.promote(str(before), str(model.path), time.time())
+        service.detectors.rekey(shared, model.path)
+    return shared.describe()

@@ -49,6 +49,11 @@ class Detectors:
                                                         name=f"detector-{detector.name}")
         return detector
 
+    def rekey(self, detector: SharedDetector, model_path: Path) -> None:
+        """``detector`` now runs ``model_path`` (a promotion): streams naming it find it."""
+        self.loaded = {(str(model_path), k[1]) if d is detector else k: d
+                       for k, d in self.loaded.items()}
+
     async def _run(self, detector: SharedDetector) -> None:
         try:
             await detector.run()

@@ -98,6 +98,8 @@ class StreamHost(Protocol):
 
     async def discard_candidate(self, detector_id: str) -> None: ...
 
+    async def promote_candidate(self, detector_id: str) -> dict[str, Any]: ...
+
 
 class WithoutCandidates:
     """A host whose detectors take no candidate (the streams on Ray workers: not built)."""
@@ -112,6 +114,9 @@ class WithoutCandidates:
         raise CandidateConflict(self.WHY)
 
     async def discard_candidate(self, detector_id: str) -> None:
+        raise CandidateConflict(self.WHY)
+
+    async def promote_candidate(self, detector_id: str) -> dict[str, Any]:
         raise CandidateConflict(self.WHY)
 
 
@@ -236,6 +241,9 @@ class LocalHost:
 
     async def discard_candidate(self, detector_id: str) -> None:
         await candidates.discard(self.service, detector_id)
+
+    async def promote_candidate(self, detector_id: str) -> dict[str, Any]:
+        return await candidates.promote(self.service, detector_id)
 
 
 def open_host(config: ServiceConfig, registry: CollectorRegistry) -> StreamHost:

@@ -33,11 +33,11 @@ from app.service.streams import (
     check_stream_classifiers,
     check_stream_model,
     checked_source,
+    model_of,
     on_loop,
     source_opener,
     start_recorder,
 )
-from models.zoo import resolve_model
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.errors import ConfigError
 from pipelines.events.ring import PacketRing
@@ -114,7 +114,7 @@ class Service:
             cfg = cfg.model_copy(update={"classifiers": check_stream_classifiers(
                 cfg.classifiers, self.config.model_roots)})
         analytics_config = cfg.analytics()
-        model_path, spec = resolve_model(model)
+        model_path, spec = model_of(model, self.store)
         stream = StreamState(stream_id, redact(cfg.url), kind, model,
                              cfg.policy or "drop_oldest",
                              StreamOutputs.open(stream_id, spec, self.config),

@@ -1,6 +1,6 @@
 """What the service remembers across restarts, in one SQLite file (``<state_dir>/vidpipe.db``):
-the streams added or changed over the API, and the index of the events (the recent list, the
-review page's filters).
+the streams added or changed over the API, the models promoted in another's place, and the
+index of the events (the recent list, the review page's filters).
 
 Streams: each row is a stream's ``StreamConfig`` as it now is (its URL with the password:
 the file is the user's only, 0600, like the config file that may hold the same), and where it
@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, stream TEXT NOT NULL,
     type TEXT NOT NULL, at REAL NOT NULL, class TEXT, line TEXT, zone TEXT,
     body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS promotions (
+    model TEXT PRIMARY KEY, promoted TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS events_at ON events (at);
 CREATE INDEX IF NOT EXISTS events_stream_at ON events (stream, at);
 """
@@ -108,6 +110,24 @@ class ServiceStore:
     def _locked(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             yield self._db
+
+    # -- promotions: a model file replaced by another for every stream that names it -------
+    def promote(self, model: str, promoted: str, now: float) -> None:
+        """From now on, and after a restart, ``promoted`` runs where ``model`` is named (a
+        model promoted in the place of one that was itself promoted replaces it too)."""
+        with self._locked() as db:
+            db.execute("UPDATE promotions SET promoted = ?, at = ? WHERE promoted = ?",
+                       (promoted, now, model))
+            db.execute("INSERT INTO promotions (model, promoted, at) VALUES (?, ?, ?) "
+                       "ON CONFLICT (model) DO UPDATE SET promoted = excluded.promoted, "
+                       "at = excluded.at", (model, promoted, now))
+
+    def promoted(self, model: str) -> str | None:
+        """The model file that runs where ``model`` is named, if one was promoted."""
+        with self._locked() as db:
+            row = db.execute("SELECT promoted FROM promotions WHERE model = ?",
+                             (model,)).fetchone()
+        return None if row is None else str(row[0])
 
     # -- streams ---------------------------------------------------------------------------
     def save_stream(self, cfg: StreamConfig, origin: Origin, now: float) -> None:

@@ -23,8 +23,10 @@ from app.service.config import ServiceConfig, StreamConfig
 from app.service.results import StreamOutputs
 from app.service.schemas import Stream
 from app.service.schemas import StreamAnalytics as StreamAnalyticsView
+from app.service.store import ServiceStore
 from models.classifier_zoo import classifier_names
-from models.zoo import zoo_names
+from models.spec import ModelSpec
+from models.zoo import resolve_model, zoo_names
 from pipelines.analytics.config import (
     AnalyticsConfig,
     MaskConfig,
@@ -96,6 +98,16 @@ def check_stream_classifiers(classifiers: list[ClassifierConfig],
         "model": _allowed_model(c.model, model_roots, zoo, "classifier"),
         "classes": None if c.classes is None else
         _allowed_model(c.classes, model_roots, [], "classes file")}) for c in classifiers]
+
+
+def model_of(model: str, store: ServiceStore) -> tuple[Path, ModelSpec]:
+    """The model file and card a stream that names ``model`` runs: the one promoted in its
+    place (``POST /api/detectors/{id}/candidate/promote``), where one was and still is."""
+    path, spec = resolve_model(model)
+    promoted = store.promoted(str(path))
+    if promoted is not None and Path(promoted).is_file():
+        return resolve_model(promoted)
+    return path, spec
 
 
 def _allowed_model(name: str, model_roots: list[Path], zoo: list[str], what: str) -> str:

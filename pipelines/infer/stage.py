@@ -96,7 +96,8 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
                  calls_at_once: int = 1, queued: int = 0,
                  on_batch: Callable[[int], None] | None = None,
                  preprocessor_for: Callable[[], Preprocessor] | None = None,
-                 input_tap: Callable[[Batch], None] | None = None) -> None:
+                 input_tap: Callable[[Batch], None] | None = None,
+                 model: str | None = None) -> None:
         if calls_at_once < 1:
             raise ValueError(f"inference calls at once must be >= 1, got {calls_at_once}")
         if queued < 0:
@@ -109,6 +110,10 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
                          take_at_once=batch_size, take_timeout_s=batch_timeout_ms / 1000.0,
                          calls_at_once=calls_at_once + queued, call_ahead=True)
         self.runtime = runtime
+        # the runtime and the name each frame it infers is marked with, read once per call:
+        # ``swap`` replaces both between calls (the calls under way finish on the old)
+        self._current = (runtime, model)
+        self._retired: list[Runtime] = []
         self.prepared: Input[Any] = input  # Batches, or Frames with ``preprocessor_for``
         self.batch_size = batch_size
         self.max_age_s = max_age_s
@@ -141,18 +146,28 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
     def inline(self, items: list[Batch | Frame]) -> bool:
         return all(_skipped(item) for item in items)
 
+    def swap(self, runtime: Runtime, model: str) -> None:
+        """Infer with ``runtime`` (the model file ``model``) from the next call on; the old
+        one is closed with the stage."""
+        self._retired.append(self._current[0])
+        self._current = (runtime, model)
+        self.runtime = runtime
+
     def process(self, items: list[Batch | Frame]) -> Inferred:
         items, passed = _fold_skipped(items)
         if not items:
             return Inferred([], passed=passed)
+        runtime, model = self._current
         start = time.perf_counter()
         batches = self._batches(items)
         prepared_s = time.perf_counter() - start
-        if self.input_tap is not None:
-            for batch in batches:
+        for batch in batches:
+            for frame in batch.frames:
+                frame.model = model
+            if self.input_tap is not None:
                 self.input_tap(batch)
         try:
-            return Inferred([self.runtime.infer(batches)], prepared_s=prepared_s, passed=passed)
+            return Inferred([runtime.infer(batches)], prepared_s=prepared_s, passed=passed)
         except Exception as e:
             if len(batches) == 1:
                 raise
@@ -160,7 +175,7 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
         result = Inferred([], prepared_s=prepared_s, passed=passed)
         for batch in batches:  # which stream's frame did the model fail on?
             try:
-                result.done.append(self.runtime.infer([batch]))
+                result.done.append(runtime.infer([batch]))
             except Exception as e:
                 result.failed.append((batch, str(e)))
         if not result.done:
@@ -208,7 +223,8 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
 
     def close(self) -> None:
         super().close()  # the worker threads end first: no preprocessor is in use after
-        self.runtime.close()
+        for runtime in [*self._retired, self._current[0]]:
+            runtime.close()
         if self._preprocessors is not None:
             self._preprocessors.close()
             self._preprocessors = None

@@ -66,10 +66,13 @@ class SharedDetector:
                  metrics: PipelineMetrics, options: PipelineOptions, batch_size: int, *,
                  reopen: Callable[[], StageBackends] | None = None,
                  restarts: RestartBudget | None = None,
-                 on_state: Callable[[str, str | None], None] | None = None) -> None:
+                 on_state: Callable[[str, str | None], None] | None = None,
+                 model_path: Path | None = None) -> None:
         """``reopen`` loads the model again after a failure (None: a failure is final);
-        ``on_state(state, error)`` hears ``"restarting"`` and ``"up"``, on the event loop."""
+        ``on_state(state, error)`` hears ``"restarting"`` and ``"up"``, on the event loop;
+        ``model_path``: the model file (its name marks each frame inferred)."""
         self.name = name
+        self.model_path = model_path
         self.spec = spec
         self.metrics = metrics
         self.options = options
@@ -87,6 +90,7 @@ class SharedDetector:
         # the classifiers its streams name, each loaded once, kept across restarts
         self.classifiers = Classifiers()
         self.candidate: LiveShadow | None = None  # a model compared beside it (the API's)
+        self.standby: StageBackends | None = None  # the candidate loaded as its runtime
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
         self.pipeline = self._build(backends)
         self.intakes: dict[str, Pipeline] = {}  # each stream's decode stage, into the detector
@@ -111,7 +115,8 @@ class SharedDetector:
                                  on_written=self.router.settle, batch_size=self.batch_size,
                                  infer_calls=CALLS_PER_PLANNED * calls,
                                  postprocess_calls=calls, analytics=self.analytics,
-                                 keep_images=True, prepare=True, on_batch=self._count_batch)
+                                 keep_images=True, prepare=True, on_batch=self._count_batch,
+                                 model=None if self.model_path is None else self.model_path.name)
         return Pipeline(stages, channels, self.metrics, [], account_stopped=False)
 
     def _count_batch(self, size: int) -> None:
@@ -147,7 +152,7 @@ class SharedDetector:
         try:
             assert backends.plan.batch_size is not None  # fitted by open_backends
             detector = cls(name, backends, spec, metrics, options, backends.plan.batch_size,
-                           reopen=reopen)
+                           reopen=reopen, model_path=model_path)
         except BaseException:
             backends.close()
             raise
@@ -258,6 +263,8 @@ class SharedDetector:
         self.classifiers.close()
         if self.candidate is not None:
             self.candidate.close()
+        if self.standby is not None:
+            self.standby.runtime.close()
         self.metrics.unregister_channel(self.inputs.name)
 
     def _close_stages(self) -> None:

@@ -25,7 +25,8 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
     did not see has ``"predicted": true`` (``"skipped": "idle"`` where motion gating kept it
     from the model: nothing moved, nothing was seen lately), and with lines or zones
     ``analytics`` holds the stream's counts after the frame; a track its classifiers have
-    answered for has ``attributes`` (head -> [label, confidence])."""
+    answered for has ``attributes`` (head -> [label, confidence]); a service stream's line
+    names the ``model`` file that saw the frame (it changes where a candidate was promoted)."""
     d = result.detections
     frame = result.frame
     tracked = result.analytics is not None
@@ -45,6 +46,8 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
                                             strict=True)
         ],
     }
+    if frame.model is not None:
+        record["model"] = frame.model
     if frame.gap_s is not None:
         record["gap_s"] = round(frame.gap_s, 3)
     if result.predicted:

@@ -1,6 +1,6 @@
 """A shared detector's candidate model (``/api/detectors/{id}/candidate``): started beside
-it, reported, discarded (``app.service.candidates``). The ids are those ``/api/stats``
-lists under ``detectors``."""
+it, reported, discarded or promoted in its place (``app.service.candidates``). The ids are
+those ``/api/stats`` lists under ``detectors``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response
 
 from app.service.candidates import CandidateRequest
 from app.service.routes.common import AUTH, Host, errors
-from app.service.schemas import CandidateReport
+from app.service.schemas import CandidateReport, DetectorFigures
 
 router = APIRouter()
 
@@ -36,3 +36,14 @@ async def discard_candidate(detector_id: str, host: Host) -> Response:
     """Stop comparing and unload the candidate."""
     await host.discard_candidate(detector_id)
     return Response(status_code=204)
+
+
+@router.post("/api/detectors/{detector_id}/candidate/promote", dependencies=AUTH,
+             responses=errors(400, 401, 404, 409))
+async def promote_candidate(detector_id: str, host: Host) -> DetectorFigures:
+    """Run the candidate in the detector's place: the frames already taken finish on the
+    current model, every later one is inferred with the candidate (each result line names
+    its model), for every stream of the detector and after a restart (400: a candidate of
+    another card; 409: none)."""
+    return DetectorFigures(**await host.promote_candidate(detector_id))
+
