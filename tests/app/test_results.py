@@ -52,7 +52,9 @@ def test_every_processed_frame_is_in_its_streams_files_once(small_clip, tmp_path
         assert {r["stream"] for r in records} == {sid}
         frames = [r["frame"] for r in records]
         assert frames == sorted(frames) and len(set(frames)) == len(frames)
-        assert all(set(r) == {"stream", "frame", "pts", "time", "detections"} for r in records)
+        assert all(set(r) == {"stream", "frame", "pts", "time", "detections", "model"}
+                   for r in records)
+        assert {r["model"] for r in records} == {"model.onnx"}  # the model file that saw it
         pts = [r["pts"] for r in records]  # a looped file's pts go on, never back
         assert all(b > a for a, b in zip(pts, pts[1:], strict=False))
 
