@@ -61,11 +61,21 @@ async def start(service: Service, detector_id: str, body: CandidateRequest) -> d
     model = check_stream_model(body.model, service.config.model_roots)
     path, spec = resolve_model(model)
     shadow = await asyncio.to_thread(ShadowModel, path, spec, shared.spec)
+    standby = None
     try:  # loaded as the detector's runtime too, ahead, where it could take its place
-        shared.standby = await asyncio.to_thread(prepare, shared, path, spec)
+        standby = await asyncio.to_thread(prepare, shared, path, spec)
     except ConfigError as e:
         log.info("detector %s: candidate %s can be compared, not promoted: %s", detector_id,
                  path.name, e)
+    except BaseException:
+        shadow.close()
+        raise
+    if shared.candidate is not None:  # another request's, started while this one loaded
+        shadow.close()
+        if standby is not None:
+            standby.runtime.close()
+        raise CandidateConflict(f"detector {detector_id} has a candidate already")
+    shared.standby = standby
     live = LiveShadow(ShadowComparison(shadow, shared.spec.name, body.share), body.cpu_budget)
     shared.candidate = live
     shared.router.observer = live.offer
