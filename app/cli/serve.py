@@ -38,7 +38,10 @@ def serve(
 
     Streams are added and removed at runtime (POST/DELETE /api/streams); those in the config
     start at boot. Set VIDPIPE_API_TOKEN (or VIDPIPE_API_TOKEN_FILE, a file holding it) to
-    require a bearer token on every data route. SIGTERM drains the streams and exits."""
+    require a bearer token on every data route. SIGTERM drains the streams and exits;
+    SIGHUP reads the config file again: its streams (added, removed, lines, zones, masks,
+    or restarted on new settings) and max_streams change live, every other key is logged as
+    needing a restart (docs/OPERATIONS.md, "Change settings while it runs")."""
     from app.malloc import limit_malloc_arenas
 
     limit_malloc_arenas()  # before any stream's threads: see app/malloc.py
@@ -48,10 +51,9 @@ def serve(
         from app.service.config import load_config
 
         cfg = load_config(config)
-        cfg = cfg.model_copy(update={k: v for k, v in (("host", host), ("port", port),
-                                                       ("workers", workers),
-                                                       ("ray_address", ray_address))
-                                     if v is not None})
+        flags = {k: v for k, v in (("host", host), ("port", port), ("workers", workers),
+                                   ("ray_address", ray_address)) if v is not None}
+        cfg = cfg.model_copy(update=flags)
         from app.outputs.event_outputs import check_event_outputs
 
         # before the server starts: a refusal in its start-up would be a traceback and exit 3
@@ -63,7 +65,8 @@ def serve(
 
     from app.service.api import create_app
 
-    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host=cfg.host, port=cfg.port,
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg, config_path=config, overrides=flags),
+                                           host=cfg.host, port=cfg.port,
                                            log_config=None, timeout_graceful_shutdown=8))
     log.info("dashboard on http://%s:%d/  (API docs at /docs)", cfg.host, cfg.port)
     server.run()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
@@ -47,6 +48,7 @@ from app.errors import (
 from app.service.body_limit import BodyLimit
 from app.service.config import ServiceConfig, answered_hosts
 from app.service.host import LocalHost, open_host
+from app.service.reload import on_hangup
 from app.service.routes import detectors, docs, events, streams, system
 from pipelines.errors import VidpipeError
 
@@ -63,14 +65,20 @@ ERROR_STATUS: dict[type[VidpipeError], int] = {
 }
 
 
-def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None) -> FastAPI:
+def create_app(config: ServiceConfig, registry: CollectorRegistry | None = None,
+               config_path: Path | None = None,
+               overrides: dict[str, Any] | None = None) -> FastAPI:
     """The API over the service of this process, or, with ``workers`` or ``ray_address``
-    set, over streams spread across Ray workers (``app.service.cluster``)."""
+    set, over streams spread across Ray workers (``app.service.cluster``); with
+    ``config_path``, SIGHUP reads that file again (``app.service.reload``; ``overrides``:
+    the keys the command line set over it)."""
     host = open_host(config, registry or CollectorRegistry())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await host.start()  # the streams of the config start, and drain at the end
+        if config_path is not None:
+            on_hangup(host, config_path, overrides)
         try:
             yield
         finally:
