@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import av
 
 from pipelines.channel import Output
+from pipelines.decode.lag import LagWatch
 from pipelines.decode.motion import MotionGate, MotionMeter, MotionSettings
 from pipelines.decode.picker import DetectionPicker
 from pipelines.decode.selection import FrameSelection
@@ -114,7 +115,8 @@ class DecodeStage(Stage[int, Frame]):
         if max_lag_s is not None and max_lag_s <= 0:
             raise ValueError(f"max lag must be > 0 s, got {max_lag_s}")
         self.max_lag_s = max_lag_s if source.live else None
-        self._skipping = False
+        self.lag = LagWatch(source.stream_id, self.max_lag_s,
+                            lambda pts: self.source.arrival_time(pts))
         self.skipped = 0  # packets skipped to catch up with the camera
         self.timeline = StreamTimeline(float(getattr(source, "fps", 0) or 30.0))
         # motion gating: measured on the decoder thread, decided as frames are handed on
@@ -211,7 +213,7 @@ class DecodeStage(Stage[int, Frame]):
         step = DecodeStep(captured_at=time.monotonic())
         for packet in self._packets:
             step.captured_at = time.monotonic()  # the packet is here: a live frame's capture
-            if self._behind(packet, step.captured_at):
+            if self.lag.behind(packet, step.captured_at):
                 step.skipped += 1
                 continue
             decoder = self._current_decoder()
@@ -234,26 +236,6 @@ class DecodeStage(Stage[int, Frame]):
                 return step
         step.ended = True
         return step
-
-    def _behind(self, packet: av.Packet | None, now: float) -> bool:
-        """Whether to skip ``packet``: the stream is waiting for a key frame, or this packet
-        arrived more than ``max_lag_s`` ago (and is not a key frame)."""
-        if self.max_lag_s is None or packet is None or getattr(packet, "is_keyframe", True):
-            self._skipping = False
-            return False
-        if self._skipping:
-            return True
-        if packet.pts is None or packet.time_base is None:
-            return False
-        arrived = self.source.arrival_time(float(packet.pts * packet.time_base))
-        if arrived is None or now - arrived <= self.max_lag_s:
-            return False
-        self._skipping = True
-        (log.info if not self.skipped else log.debug)(
-            "%s: decoding is %.0f ms behind the camera (more than %.0f ms): skipping to the "
-            "next key frame, the frames skipped counted as dropped_stale", self.stream_id,
-            1000 * (now - arrived), 1000 * self.max_lag_s)
-        return True
 
     def _count_skipped(self, count: int) -> None:
         self.skipped += count

@@ -152,10 +152,9 @@ def test_promotion_under_eight_cameras_drops_no_frame_and_leaves_no_gap(tmp_path
 
 
 def _camera_clip(path: Path, fps: int, frames: int = 100) -> Path:
-    """A tracking clip encoded as a camera sends it: no B-frames (``zerolatency``: the
-    decoder hands each picture on as its packet comes; with libx264's defaults it held three
-    back, 600 ms at 5 fps, and the live rule skipped to the next key frame) and a key frame
-    every second."""
+    """A tracking clip encoded as most cameras send it: no B-frames (``zerolatency``) and a
+    key frame every second (a camera that falls behind skips to the next one: one group of
+    pictures for the whole clip would skip to its end)."""
     import av
 
     from models.tracking_data import tracking_frames
