@@ -27,11 +27,16 @@ def gop_clip(tmp_path_factory):
     """90 frames, a key frame every 15."""
     path = tmp_path_factory.mktemp("gop") / "gop.mp4"
     make_test_clip(path, frames=90, size=(320, 240))
-    with av.open(str(path)) as c:  # re-encode with a short GOP, as cameras send
+    # re-encoded with a short GOP, as cameras send
+    return _reencode(path, 30, {"g": "15", "bf": "0", "preset": "ultrafast"})
+
+
+def _reencode(path, rate: int, options: dict[str, str]):
+    """``path``'s frames encoded again in place, at ``rate`` with libx264 ``options``."""
+    with av.open(str(path)) as c:
         frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
     with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=30, options={"g": "15", "bf": "0",
-                                                               "preset": "ultrafast"})
+        stream = out.add_stream("libx264", rate=rate, options=options)
         stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
         for rgb in frames:
             out.mux(stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
@@ -137,15 +142,7 @@ def test_a_camera_with_b_frames_at_a_low_rate_is_not_taken_for_one_behind(tmp_pa
     from the newest picture reached, nothing is skipped."""
     path = tmp_path / "bframes.mp4"
     make_test_clip(path, frames=30, size=(320, 240))
-    with av.open(str(path)) as c:
-        frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=5, options={"g": "5", "bf": "3",
-                                                              "preset": "veryfast"})
-        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
-        for rgb in frames:
-            out.mux(stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
-        out.mux(stream.encode(None))
+    _reencode(path, 5, {"g": "5", "bf": "3", "preset": "veryfast"})
     with av.open(str(path)) as c:  # the clip does reorder: some packet's pts goes back
         pts = [p.pts for p in c.demux(video=0) if p.pts is not None]
     assert any(b < a for a, b in zip(pts, pts[1:], strict=False))
