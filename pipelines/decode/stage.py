@@ -115,8 +115,9 @@ class DecodeStage(Stage[int, Frame]):
         if max_lag_s is not None and max_lag_s <= 0:
             raise ValueError(f"max lag must be > 0 s, got {max_lag_s}")
         self.max_lag_s = max_lag_s if source.live else None
-        self.lag = LagWatch(source.stream_id, self.max_lag_s,
-                            lambda pts: self.source.arrival_time(pts))
+        # the source's own method: a closure over this stage would be a reference cycle,
+        # keeping a removed stream's decoder until the cycle collector ran
+        self.lag = LagWatch(source.stream_id, self.max_lag_s, source.arrival_time)
         self.skipped = 0  # packets skipped to catch up with the camera
         self.timeline = StreamTimeline(float(getattr(source, "fps", 0) or 30.0))
         # motion gating: measured on the decoder thread, decided as frames are handed on
