@@ -13,9 +13,13 @@ What it does per packet:
   codes, with the parameter sets in band. ``AnnexB`` runs FFmpeg's ``*_mp4toannexb`` bitstream
   filter for those, and for streams that are Annex B already (RTSP) puts the parameter sets of
   the SDP (extradata) in front of the first packet.
-- Decoding and colour conversion happen on the GPU: ``outputColorType=RGB`` makes the decoder
-  convert NV12 to interleaved RGB with the stream's own matrix; the surface reaches torch
-  through DLPack (``torch.from_dlpack``), with no host copy.
+- Decoding and colour conversion happen on the GPU: the decoder hands out NV12 (the decoded
+  Y, U and V samples, exact), which reaches torch through DLPack (``torch.from_dlpack``) with
+  no host copy, and ``pipelines.decode.yuv.nv12_to_rgb`` converts it with the matrix and range
+  the stream is tagged with, in FFmpeg's arithmetic: the picture equals the CPU path's, every
+  pixel. NVDEC's own RGB output (``outputColorType=RGB``) is not FFmpeg's conversion: on an
+  H200 it agreed on 64% of the CPU pipeline's boxes for a 720p clip (docs/GPU.md).
+  8-bit 4:2:0 streams only: others (10-bit, 4:4:4) are refused at open, and decode on the CPU.
 - The decoder recycles its output surfaces on the next ``Decode`` call, so each picture is
   copied once on the GPU into a tensor of the frame's own (a device-to-device copy of about
   6 MB at 1080p). The decoder works on this stage's CUDA stream, so that copy is ordered after
@@ -36,6 +40,7 @@ import numpy as np
 import torch
 
 from pipelines.cuda import import_gpu_library, parse_device, record_ready, require_cuda
+from pipelines.decode.yuv import FULL_RANGE, UNTAGGED, YuvMatrix, nv12_to_rgb
 from pipelines.errors import DecodeError, DeviceError
 from pipelines.frame import DecodedPicture
 
@@ -43,6 +48,7 @@ log = logging.getLogger(__name__)
 
 NVDEC_CODECS = {"h264": "H264", "hevc": "HEVC", "av1": "AV1"}
 _START_CODES = (b"\x00\x00\x00\x01", b"\x00\x00\x01")
+NV12_FORMATS = ("yuv420p", "yuvj420p")  # what FFmpeg calls the 8-bit 4:2:0 NVDEC outputs as NV12
 
 
 class AnnexB:
@@ -92,6 +98,13 @@ class NvdecDecoder:
         if codec not in NVDEC_CODECS:
             raise DeviceError(f"NVDEC decodes {', '.join(NVDEC_CODECS)}; this stream is {codec} "
                               "(decode it on the CPU)")
+        context = stream.codec_context
+        pix_fmt = context.pix_fmt or "unknown"
+        if pix_fmt not in NV12_FORMATS:
+            raise DeviceError(f"NVDEC output is converted for 8-bit 4:2:0 video; this stream is "
+                              f"{pix_fmt} (decode it on the CPU)")
+        full = context.color_range == FULL_RANGE or pix_fmt == "yuvj420p"
+        self.matrix = YuvMatrix.for_frames(context.colorspace, FULL_RANGE if full else 1)
         self._nvc = nvc
         self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
         self._annexb = AnnexB(stream)
@@ -100,7 +113,7 @@ class NvdecDecoder:
             "gpuid": spec.index, "codec": getattr(nvc.cudaVideoCodec, NVDEC_CODECS[codec]),
             # 0 = the device's primary context: the one torch uses, so DLPack and streams match
             "cudacontext": 0, "cudastream": self.stream.cuda_stream,
-            "usedevicememory": True, "outputColorType": nvc.OutputColorType.RGB,
+            "usedevicememory": True, "outputColorType": nvc.OutputColorType.NATIVE,
         }
         latency = getattr(nvc, "DisplayDecodeLatencyType", None)
         if latency is not None:
@@ -146,7 +159,8 @@ class NvdecDecoder:
         with torch.cuda.stream(self.stream):
             for frame in frames:
                 surface = torch.from_dlpack(frame)  # a view of the decoder's surface
-                images.append((rgb_image(surface, self.size), int(frame.getPTS())))
+                images.append((rgb_image(surface, self.size, self.matrix),
+                               int(frame.getPTS())))
         ready = record_ready(self.stream)
         base = self._time_base
         return [DecodedPicture(image, None if pts < 0 else float(pts * base), ready=ready)
@@ -159,11 +173,13 @@ class NvdecDecoder:
             self._decoder = None
 
 
-def rgb_image(surface: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+def rgb_image(surface: torch.Tensor, size: tuple[int, int],
+              matrix: YuvMatrix = UNTAGGED) -> torch.Tensor:
     """A decoder surface as a new (H, W, 3) uint8 RGB tensor of its own.
 
-    RGB (H, W, 3) and planar RGB (3, H, W) are copied; NV12 ((H * 3/2, W) or with a trailing
-    1) is converted here (BT.601, limited range), for decoders that ignore outputColorType.
+    NV12 ((rows, W) or with a trailing 1; the chroma rows start after the luma rows, which a
+    decoder may pad to its alignment) is converted with ``matrix``; RGB (H, W, 3) and planar
+    RGB (3, H, W), which a decoder set to convert itself hands out, are copied.
     """
     width, height = size
     if surface.ndim == 3 and surface.shape[2] == 3:
@@ -171,21 +187,10 @@ def rgb_image(surface: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     if surface.ndim == 3 and surface.shape[0] == 3:
         return surface.permute(1, 2, 0).contiguous()
     nv12 = surface.squeeze(-1) if surface.ndim == 3 and surface.shape[2] == 1 else surface
-    if nv12.ndim == 2 and nv12.shape[0] == height + (height + 1) // 2:
-        return nv12_to_rgb(nv12, height, width)
-    raise DecodeError(f"NVDEC surface of shape {tuple(surface.shape)} is neither RGB nor NV12 "
-                      f"for a {width}x{height} picture")
-
-
-def nv12_to_rgb(nv12: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """NV12 (Y plane over interleaved UV at half resolution) to (H, W, 3) uint8 RGB, BT.601
-    limited range as FFmpeg and OpenCV convert untagged video; chroma is shared per 2x2 block."""
-    chroma_h, chroma_w = (height + 1) // 2, (width + 1) // 2
-    y = nv12[:height, :width].float() - 16.0
-    uv = nv12[height:height + chroma_h, : chroma_w * 2].float() - 128.0
-    uv = uv.reshape(chroma_h, chroma_w, 2).repeat_interleave(2, 0).repeat_interleave(2, 1)
-    u, v = uv[:height, :width, 0], uv[:height, :width, 1]
-    rgb = torch.stack([1.164 * y + 1.596 * v,
-                       1.164 * y - 0.391 * u - 0.813 * v,
-                       1.164 * y + 2.018 * u], dim=-1)
-    return rgb.round_().clamp_(0, 255).to(torch.uint8)
+    rows = nv12.shape[0] if nv12.ndim == 2 else 0
+    luma_rows = rows * 2 // 3
+    if nv12.ndim == 2 and nv12.dtype == torch.uint8 and nv12.shape[1] >= width \
+            and luma_rows >= height and luma_rows + (height + 1) // 2 <= rows:
+        return nv12_to_rgb(nv12, height, width, matrix, chroma_row=luma_rows)
+    raise DecodeError(f"NVDEC surface of shape {tuple(surface.shape)} ({surface.dtype}) is "
+                      f"neither RGB nor NV12 for a {width}x{height} picture")

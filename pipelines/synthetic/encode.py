@@ -14,10 +14,13 @@ ProgressFn = Callable[[int, int], None]
 
 def encode(path: Path, frames: Iterable[np.ndarray], *, fps: int, size: tuple[int, int],
            codec: str, total: int, progress: ProgressFn | None = None,
-           camera_like: bool = False, max_kbps: int | None = None) -> None:
+           camera_like: bool = False, max_kbps: int | None = None,
+           colour: tuple[int, int] | None = None) -> None:
     """Encode RGB frames to an MP4, flushing the encoder so that no delayed frame is lost.
     ``max_kbps`` caps the bitrate, as a camera's "variable bitrate, at most" setting does
-    (x264's quality target then gives way where the cap binds: a noisy picture)."""
+    (x264's quality target then gives way where the cap binds: a noisy picture). ``colour``
+    tags the stream with an (AVColorSpace, AVColorRange) pair, as cameras tag theirs (1, 1:
+    BT.709, limited range); a decoder converts tagged frames with that matrix and range."""
     options = _encoder_options(codec)
     if camera_like and codec == "h264":
         options["tune"] = "zerolatency"
@@ -32,6 +35,8 @@ def encode(path: Path, frames: Iterable[np.ndarray], *, fps: int, size: tuple[in
             raise TypeError(f"{ENCODERS[codec]} made a {type(stream).__name__}, not video")
         stream.width, stream.height = size
         stream.pix_fmt = "yuv420p"
+        if colour is not None:
+            stream.codec_context.colorspace, stream.codec_context.color_range = colour
         for done, rgb in enumerate(frames, start=1):
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
             container.mux(stream.encode(frame))

@@ -13,8 +13,10 @@ from pipelines.synthetic.encode import ENCODERS, check_size, encode
 
 
 def make_test_clip(path: Path, *, frames: int = 30, size: tuple[int, int] = (320, 240),
-                   fps: int = 30, codec: str = "h264", seed: int = 0) -> Path:
-    """Write a tiny MP4 of coloured rectangles moving over texture: exactly ``frames`` frames."""
+                   fps: int = 30, codec: str = "h264", seed: int = 0,
+                   colour: tuple[int, int] | None = None) -> Path:
+    """Write a tiny MP4 of coloured rectangles moving over texture: exactly ``frames`` frames
+    (``colour``: the (colour space, range) tag, ``encode``'s)."""
     if codec not in ENCODERS:
         raise ValueError(f"codec must be one of {sorted(ENCODERS)}, got {codec!r}")
     if frames < 1:
@@ -22,7 +24,7 @@ def make_test_clip(path: Path, *, frames: int = 30, size: tuple[int, int] = (320
     check_size(size)
     path = Path(path)
     encode(path, moving_rectangles(frames, size, seed), fps=fps, size=size, codec=codec,
-           total=frames)
+           total=frames, colour=colour)
     return path
 
 

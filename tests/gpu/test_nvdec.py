@@ -1,19 +1,19 @@
-"""NVDEC decoding: the Annex-B stream it is fed, the colour conversion, and (on a GPU) every
-frame of a synthetic clip decoded close to FFmpeg's pixels."""
+"""NVDEC decoding: the Annex-B stream it is fed, the surfaces it hands out, and (on a GPU)
+every frame of synthetic clips decoded to FFmpeg's very pixels."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import av
-import cv2
 import numpy as np
 import pytest
 import torch
 
 from pipelines.cuda import library_available
-from pipelines.decode.nvdec import AnnexB, NvdecDecoder, nv12_to_rgb, rgb_image
+from pipelines.decode.nvdec import AnnexB, NvdecDecoder, rgb_image
 from pipelines.decode.pyav import PyAVDecoder
+from pipelines.decode.yuv import YuvMatrix, nv12_to_rgb
 from pipelines.errors import DecodeError, DeviceError
 from pipelines.sources.file import FileSource
 from pipelines.synthetic.rectangles import make_test_clip
@@ -68,22 +68,21 @@ def test_annexb_puts_sdp_parameter_sets_before_the_first_packet():
 
 
 @pytest.mark.parametrize("size", [(64, 48), (96, 34), (33, 17)])
-def test_nv12_conversion_matches_opencv(size):
+def test_a_padded_nv12_surface_converts_as_a_tight_one(size):
+    """A decoder may pad the luma rows to its alignment and each row to its pitch: the
+    chroma rows are found after the padding, and the picture is the same."""
     width, height = size
+    chroma_h, chroma_w = (height + 1) // 2, (width + 1) // 2
     rng = np.random.default_rng(width)
-    rgb = cv2.GaussianBlur(rng.integers(0, 256, (height, width, 3), dtype=np.uint8), (0, 0), 2)
-    even = rgb[: height // 2 * 2, : width // 2 * 2]
-    yuv = cv2.cvtColor(even, cv2.COLOR_RGB2YUV_I420)  # planar 4:2:0, BT.601 limited
-    h, w = even.shape[:2]
-    flat = yuv.reshape(-1)
-    y = flat[:h * w].reshape(h, w)
-    u = flat[h * w:h * w * 5 // 4].reshape(h // 2, w // 2)
-    v = flat[h * w * 5 // 4:].reshape(h // 2, w // 2)
-    nv12 = np.concatenate([y, np.stack([u, v], -1).reshape(h // 2, w)])
-    expected = cv2.cvtColor(nv12, cv2.COLOR_YUV2RGB_NV12)
-    got = nv12_to_rgb(torch.from_numpy(nv12), h, w).numpy()
-    assert got.shape == expected.shape
-    assert np.abs(got.astype(int) - expected.astype(int)).max() <= 2
+    tight = torch.from_numpy(rng.integers(0, 256, (height + chroma_h, chroma_w * 2),
+                                          dtype=np.uint8))
+    aligned = -(-height // 16) * 16
+    padded = torch.zeros(aligned * 3 // 2, 128, dtype=torch.uint8)
+    padded[:height, :chroma_w * 2] = tight[:height]
+    padded[aligned:aligned + chroma_h, :chroma_w * 2] = tight[height:]
+    expected = nv12_to_rgb(tight, height, width, YuvMatrix.for_frames(1, 1))
+    got = rgb_image(padded, size, YuvMatrix.for_frames(1, 1))
+    assert got.shape == (height, width, 3) and torch.equal(got, expected)
 
 
 def test_surfaces_of_every_layout_become_hwc_rgb():
@@ -105,26 +104,58 @@ def test_without_pynvvideocodec_the_decoder_names_it(small_clip):
         NvdecDecoder(source.video, "cuda:0")
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("codec", ["h264", "hevc"])
-def test_nvdec_decodes_every_frame_close_to_ffmpeg(media, cuda, codec):
-    need("PyNvVideoCodec")
-    clip = make_test_clip(media / f"nvdec-{codec}.mp4", frames=45, size=(320, 240), codec=codec)
-    expected = ffmpeg_pictures(clip)
+def nvdec_pictures(clip, cuda):
     pictures = []
     with FileSource(clip, "s") as source:
         decoder = NvdecDecoder(source.video, str(cuda))
         for packet in source.packets():
             pictures += decoder.decode(packet)
         decoder.close()
-    assert len(pictures) == len(expected) == 45
-    for picture, reference in zip(pictures, expected, strict=True):
+    return pictures
+
+
+# (codec, (width, height), (colour space, range)): untagged, as cameras tag (BT.709), full range
+NVDEC_CASES = [("h264", (320, 240), None), ("hevc", (320, 240), None),
+               ("h264", (1280, 720), (1, 1)), ("h264", (1920, 1080), None),
+               ("h264", (854, 480), (2, 2))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", NVDEC_CASES, ids=lambda c: f"{c[0]}-{c[1][0]}x{c[1][1]}-{c[2]}")
+def test_nvdec_pictures_equal_ffmpeg_s_every_pixel(media, cuda, case):
+    """The GPU path's pictures are the CPU path's: NVDEC's samples converted as FFmpeg converts
+    them (pipelines/decode/yuv.py), for every frame, size and colour tag."""
+    need("PyNvVideoCodec")
+    codec, size, colour = case
+    width, height = size
+    clip = make_test_clip(media / f"nvdec-{codec}-{width}-{colour}.mp4", frames=12, size=size,
+                          codec=codec, colour=colour)
+    expected = ffmpeg_pictures(clip)
+    pictures = nvdec_pictures(clip, cuda)
+    assert len(pictures) == len(expected) == 12
+    for index, (picture, reference) in enumerate(zip(pictures, expected, strict=True)):
         picture.ready.synchronize()
-        assert picture.image.is_cuda and picture.image.shape == (240, 320, 3)
+        assert picture.image.is_cuda and picture.image.shape == (height, width, 3)
         assert picture.pts == pytest.approx(reference.pts)
         diff = np.abs(picture.image.cpu().numpy().astype(int) - reference.image.astype(int))
-        # NVDEC and swscale differ in chroma upsampling and rounding, not in content
-        assert diff.mean() < 3.0 and np.percentile(diff, 99) <= 24, (diff.mean(), diff.max())
+        assert diff.max() == 0, (f"frame {index}: {(diff > 0).mean():.2%} of the values differ, "
+                                 f"mean {diff.mean():.3f}, max {diff.max()}")
+
+
+@pytest.mark.gpu
+def test_nvdec_refuses_video_it_does_not_convert(media, cuda):
+    """4:4:4 (and 10-bit) video is not NV12: refused at open, so the CPU decodes it."""
+    need("PyNvVideoCodec")
+    clip = media / "nvdec-444.mp4"
+    with av.open(str(clip), "w") as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv444p"
+        for _ in range(3):
+            frame = av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    with FileSource(clip, "s") as source, pytest.raises(DeviceError, match="yuv444p"):
+        NvdecDecoder(source.video, str(cuda))
 
 
 @pytest.mark.gpu
