@@ -4,7 +4,8 @@ What it accepts (there is no ONNX importer for torch, so not the .onnx file itse
 
 - a ``torch.nn.Module`` (for instance ShapesYOLO rebuilt from its checkpoint);
 - a TorchScript file (``.ts``, ``.torchscript``, ``.jit`` or ``.pt`` saved by
-  ``torch.jit.save``);
+  ``torch.jit.save``), or a vidpipe checkpoint (``model.pt`` as ``vidpipe model train`` and
+  the zoo ship it);
 - a ``torch.export`` program (``.pt2`` saved by ``torch.export.save``).
 
 The module takes one image tensor ([B, C, H, W] or [B, H, W, C] as the card says) and returns a
@@ -15,10 +16,14 @@ Double buffering: the backend holds ``slots`` (default 2) sets of device input b
 with its own CUDA stream. ``acquire()`` hands out the next slot, the caller fills
 ``slot.inputs`` on ``slot.stream`` (batch k+1) while the other slot's work (batch k) still
 runs, and ``launch(slot, n)`` enqueues the model on that stream and returns the outputs with
-the event that marks them ready. For each batch size a slot sees, the forward pass is captured
-once as a CUDA graph (reading the slot's input buffer in place) and replayed after that: one
-launch per batch instead of one per layer. FP32 runs with TF32 off, so it agrees with ONNX
-Runtime to float rounding; FP16 casts the model and the input to half.
+the event that marks them ready. For each batch bucket (1, 2, 4, ... ``max_batch``) and slot,
+the forward pass is captured as a CUDA graph (reading the slot's input buffer in place) when
+the backend is built, and replayed after that: one launch per batch instead of one per layer.
+Captured up front, not at a bucket's first batch: a capture synchronizes the device (every
+stream's work waits), and one taken while 32 streams kept the other threads busy failed on the
+first lent H200 ("operation failed due to a previous error during capture"). FP32 runs with
+TF32 off, so it agrees with ONNX Runtime to float rounding; FP16 casts the model and the input
+to half.
 
 On ``device="cpu"`` the same object runs eagerly (no streams, no graphs), which is how the CPU
 tests check loading, naming and numerics against ONNX Runtime.
@@ -26,6 +31,7 @@ tests check loading, naming and numerics against ONNX Runtime.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 from collections.abc import Mapping, Sequence
@@ -55,9 +61,13 @@ EXPORT_SUFFIXES = (".pt2",)
 
 
 def load_torch_model(source: nn.Module | str | Path, device: torch.device) -> nn.Module:
-    """The module itself, or one loaded from a TorchScript or torch.export file."""
+    """A copy of the module, or one loaded from a TorchScript or torch.export file, or from a
+    vidpipe checkpoint (``model.pt`` as training writes it: weights and config). A module
+    the caller holds is copied: moving it to the device and to FP16 happens in place, and a
+    second backend (or the caller) built from the same module would run the FP16 weights (the
+    first lent GPU's tests did: "Input type (float) and bias type (c10::Half)")."""
     if isinstance(source, nn.Module):
-        return source
+        return copy.deepcopy(source)
     path = Path(source)
     if not path.is_file():
         raise ModelError(f"torch model {path}: no such file")
@@ -70,11 +80,27 @@ def load_torch_model(source: nn.Module | str | Path, device: torch.device) -> nn
                 program = move_to_device_pass(program, device)
             return program.module()
         if path.suffix in TORCHSCRIPT_SUFFIXES:
+            if path.suffix == ".pt" and not _is_torchscript(path):
+                from models.checkpoint import load_checkpoint
+
+                return load_checkpoint(path)
             return torch.jit.load(str(path), map_location=device)
     except Exception as e:  # torch raises RuntimeError, pickle and zip errors for bad files
         raise ModelError(f"torch model {path}: cannot be loaded ({str(e).splitlines()[0]})") from e
     raise ModelError(f"torch model {path}: expected a TorchScript file "
-                     f"({', '.join(TORCHSCRIPT_SUFFIXES)}) or a torch.export program (.pt2)")
+                     f"({', '.join(TORCHSCRIPT_SUFFIXES)}), a torch.export program (.pt2) or a "
+                     "vidpipe checkpoint (model.pt)")
+
+
+def _is_torchscript(path: Path) -> bool:
+    """TorchScript archives hold code (``<archive>/code/``); torch.save's do not."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any("/code/" in name for name in archive.namelist())
+    except zipfile.BadZipFile:
+        return False
 
 
 def fp32_exactly() -> None:
@@ -123,6 +149,8 @@ class TorchBackend:
         self._slots = [self._slot(i) for i in range(slots)]
         self._turn = itertools.cycle(range(slots))
         self._outputs = self._probe()
+        if self.cuda_graphs:
+            self._capture_all()
 
     # -- Backend protocol ---------------------------------------------------------------------
     @property
@@ -199,10 +227,20 @@ class TorchBackend:
         graph.replay()
         return {name: out.clone() for name, out in static_outputs.items()}
 
+    def _capture_all(self) -> None:
+        buckets = sorted({batch_bucket(n, self.max_batch) for n in range(1, self.max_batch + 1)})
+        for slot in self._slots:
+            for n in buckets:
+                with self._on(slot):
+                    captured = self._capture(slot, n)
+                if captured is None:  # logged; eager from now on
+                    return
+                slot.state[n] = captured
+
     def _capture(self, slot: DeviceSlot, n: int) -> tuple[Any, dict[str, torch.Tensor]] | None:
         """Capture the forward pass for ``n`` rows of this slot's input buffer; warm-up runs
         first (lazy initialisation and cuDNN's choices must happen outside the capture).
-        Capturing synchronizes the device once; it happens once per slot and batch size."""
+        Capturing synchronizes the device once; it happens once per slot and batch bucket."""
         images = slot.inputs[self.input_name][:n]
         try:
             for _ in range(2):

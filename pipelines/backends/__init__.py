@@ -3,10 +3,10 @@ run, chosen from the device string and the options' per-stage choices, in one pl
 
 - ``cpu`` (``backends.cpu``): FFmpeg (PyAV), OpenCV, ONNX Runtime or OpenVINO
   (``pipelines.infer.choice``), numpy; threads from the thread plan.
-- ``cuda[:N]`` (``backends.gpu``), best first: NVDEC -> FFmpeg with pinned uploads; CV-CUDA
-  -> torch; a TensorRT engine beside the model (``model.engine`` / ``model.plan``) -> a torch
-  model beside it (``model.pt2`` / ``model.ts``, or ``options.torch_model``); decoding and
-  NMS in torch.
+- ``cuda[:N]`` (``backends.gpu``), best first: NVDEC -> FFmpeg with pinned uploads; torch
+  preprocessing (OpenCV's arithmetic; CV-CUDA only when asked for); a TensorRT engine beside
+  the model (``model.engine`` / ``model.plan``) -> a torch model beside it (``model.pt2`` /
+  ``model.ts`` / ``model.pt``, or ``options.torch_model``); decoding and NMS in torch.
 - No CUDA, or no GPU runtime for the model: the CPU backends when
   ``options.allow_cpu_fallback`` (the default), else DeviceError.
 

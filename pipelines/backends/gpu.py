@@ -1,5 +1,6 @@
-"""The GPU's backends, best first: NVDEC -> FFmpeg with pinned uploads; CV-CUDA -> torch; a
-TensorRT engine beside the model -> a torch model beside it; decoding and NMS in torch.
+"""The GPU's backends, best first: NVDEC -> FFmpeg with pinned uploads; torch preprocessing
+(CV-CUDA only when asked for); a TensorRT engine beside the model -> a torch model beside it;
+decoding and NMS in torch.
 Imported only when a CUDA device is asked for (``pipelines.backends.open_backends``).
 """
 
@@ -35,7 +36,8 @@ from pipelines.preprocess.torch_cuda import TorchPreprocessor
 from pipelines.threads import ThreadPlan, choose_threads
 
 ENGINE_SUFFIXES = (".engine", ".plan")
-TORCH_SUFFIXES = (".pt2", ".ts", ".torchscript")
+# model.pt: TorchScript, or the checkpoint a vidpipe training run writes beside its ONNX export
+TORCH_SUFFIXES = (".pt2", ".ts", ".torchscript", ".pt")
 
 
 def gpu_backends(model_path: Path, spec: ModelSpec, options: PipelineOptions,
@@ -143,15 +145,17 @@ def decoder_factory(device: torch.device, options: PipelineOptions, report: Back
 
 def preprocessor(spec: ModelSpec, device: torch.device, options: PipelineOptions,
                  report: BackendReport) -> Preprocessor:
-    """CV-CUDA where it is installed, else torch; one per stream (each owns a stream)."""
+    """torch, whose resize is OpenCV's arithmetic (the reference's pixels, measured equal);
+    CV-CUDA only when asked for (``preprocess="cvcuda"``): its resize is its own and has never
+    been measured against the reference. One per stream (each owns a stream)."""
     fallback = ""
-    if options.preprocess in ("auto", "cvcuda"):
+    if options.preprocess == "cvcuda":
         try:
             cv = CvCudaPreprocessor(spec.input, str(device))
             report.record("preprocess", "cvcuda", str(device))
             return cv
         except DeviceError as e:
-            if options.preprocess == "cvcuda" and not options.allow_cpu_fallback:
+            if not options.allow_cpu_fallback:
                 raise
             fallback = str(e)
             log_fallback_once("preprocess", f"CV-CUDA not used ({e}); torch on {device}")

@@ -21,6 +21,7 @@ from pipelines.options import PipelineOptions  # noqa: E402
 
 def main() -> int:
     out = Path(os.environ.get("OUT") or "/tmp") / "loadgen"
+    out.mkdir(parents=True, exist_ok=True)
     runtime = "tensorrt" if importlib.util.find_spec("tensorrt") else "torch"
     clip = make_tracking_clip(out / "clip.mp4", clip=0, frames=64, occluded=False)
     path, spec = resolve_model("shapes-yolo")

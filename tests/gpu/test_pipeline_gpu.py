@@ -166,7 +166,7 @@ def test_build_pipeline_runs_a_torch_model_on_the_gpu_end_to_end(rect_clip, rect
     assert agreement(cpu_detections, sink.found).ratio >= 0.99
     choices = BackendReport.for_registry(metrics.registry).choices
     assert choices["infer"][:2] == ("torch-fp32", str(cuda))
-    assert choices["preprocess"][0] in ("cvcuda", "torch")
+    assert choices["preprocess"][0] == "torch"  # CV-CUDA only when asked for
 
 
 @pytest.mark.gpu
@@ -204,3 +204,54 @@ def test_a_shared_detector_on_the_gpu_serves_several_streams_with_every_frame_co
         renamed = {("clip", i): boxes for (_, i), boxes in sink.found.items()}
         assert agreement(cpu_detections, renamed).ratio >= 0.99, sid
     assert max(detector.batches) > 1  # the streams' frames were batched together
+
+
+def test_the_zoo_s_checkpoint_runs_in_torch_as_its_onnx_export_does(tmp_path):
+    """The zoo ships model.pt (weights and config) beside model.onnx: the GPU path finds it and
+    computes what ONNX Runtime computes from the export, here on the CPU."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from models.tracking_data import make_tracking_clip
+    from models.zoo import resolve_model
+    from pipelines.preprocess.reference import reference_input
+    from pipelines.sources.file import FileSource
+
+    path, spec = resolve_model("shapes-yolo")
+    backend, name = inference_backend(path, spec, torch.device("cpu"),
+                                      PipelineOptions(precision="fp32"),
+                                      BackendReport(CollectorRegistry()))
+    assert name == "torch-fp32" and type(backend.model).__name__ == "ShapesYOLO"
+    clip = make_tracking_clip(tmp_path / "clip.mp4", clip=0, frames=2, occluded=False)
+    with FileSource(clip, "s") as source:
+        decoder = PyAVDecoder(source.video)
+        image = next(p for packet in source.packets() for p in decoder.decode(packet)).image
+    tensor = reference_input(image, spec.input)[0][None]
+    expected = ort.InferenceSession(str(path)).run(None, {spec.input.name: tensor})[0]
+    with torch.no_grad():
+        got = backend.model(torch.from_numpy(tensor)).numpy()
+    assert np.abs(got - expected).max() < 1e-3
+    backend.close()
+
+
+@pytest.mark.gpu
+def test_the_zoo_s_trained_detector_on_the_gpu_gives_the_cpu_pipeline_s_boxes(tmp_path, cuda):
+    """A trained detector, not a hand-made one: shapes-yolo's checkpoint on the GPU (NVDEC,
+    torch preprocessing and postprocessing, FP32) against its ONNX export in the CPU pipeline,
+    on a tracking clip (textured background, moving and overlapping shapes)."""
+    from models.tracking_data import make_tracking_clip
+    from models.zoo import resolve_model
+
+    path, spec = resolve_model("shapes-yolo")
+    clip = make_tracking_clip(tmp_path / "clip.mp4", clip=1, frames=60, occluded=True)
+    cpu = run_cpu_pipeline(clip, path, spec)
+    for precision, least in (("fp32", 0.99), ("fp16", 0.97)):
+        sink = CollectSink()
+        metrics = PipelineMetrics(CollectorRegistry())
+        options = PipelineOptions(device=str(cuda), batch_size=8, precision=precision)
+        asyncio.run(build_pipeline([clip], ["clip"], path, spec, [sink], metrics,
+                                   options).run())
+        forward, backward = agreement(cpu, sink.found), agreement(sink.found, cpu)
+        print(f"shapes-yolo {precision} GPU vs CPU: {forward}; back {backward}")
+        assert forward.boxes > 100
+        assert forward.ratio >= least and backward.ratio >= least, (precision, forward, backward)

@@ -105,3 +105,17 @@ def test_the_cpu_build_reports_its_backends(small_clip):
 def test_bad_options_are_one_line_naming_the_key(values, message):
     with pytest.raises(ConfigError, match=message):
         PipelineOptions(**values)
+
+
+def test_a_torch_backend_leaves_the_caller_s_module_as_it_was():
+    """Moving a module to its device and to FP16 happens in place: the backend works on a copy,
+    so a second backend (FP32 after FP16, as the GPU tests build them) gets the weights the
+    caller gave."""
+    given = torch.nn.Conv2d(3, 4, 3)
+    weights = given.weight.detach().clone()
+    backend = TorchBackend(given, input_shape=(3, 8, 8), device="cpu", max_batch=2,
+                           precision="fp32")
+    assert backend.model is not given
+    with torch.no_grad():
+        backend.model.weight.zero_()
+    assert torch.equal(given.weight, weights)

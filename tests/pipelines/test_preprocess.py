@@ -7,10 +7,12 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from models.spec import InputSpec
 from pipelines.frame import Frame
 from pipelines.geometry import Letterbox
+from pipelines.preprocess.linear import resize_linear
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 
 SOURCES = [(1280, 720), (720, 1280), (333, 997), (1000, 101)]
@@ -212,3 +214,19 @@ def test_same_size_input_passes_pixels_through() -> None:
 def test_prepare_many_rejects_unusable_frames(frames: list[Frame], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         OpenCVPreprocessor(spec()).prepare_many(frames)
+
+
+@pytest.mark.parametrize(("source", "target"), [
+    ((1920, 1080), (640, 360)), ((1280, 720), (640, 360)), ((320, 240), (640, 480)),
+    ((854, 480), (640, 360)), ((1000, 700), (333, 233)), ((77, 77), (500, 500)),
+    ((642, 362), (640, 361)), ((5, 3), (2, 7))])
+def test_the_torch_bilinear_resize_is_opencv_s_to_the_bit(source, target) -> None:
+    """pipelines/preprocess/linear.py redoes cv2.INTER_LINEAR's fixed-point arithmetic on
+    uint8: downscales, upscales, an exact half, odd sizes and a tiny picture."""
+    (w, h), (dw, dh) = source, target
+    noise = np.random.default_rng(w * h).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    image = cv2.GaussianBlur(noise, (0, 0), 1.5)
+    expected = cv2.resize(image, (dw, dh), interpolation=cv2.INTER_LINEAR)
+    got = resize_linear(torch.from_numpy(image), dw, dh).numpy()
+    assert got.shape == expected.shape and np.array_equal(got, expected), \
+        np.abs(got.astype(int) - expected.astype(int)).max()
