@@ -32,7 +32,9 @@ class PipelineSettings(BaseModel):
     preprocess: PreprocessChoice = "auto"
     runtime: RuntimeChoice = "auto"
     engine: Path | None = None  # TensorRT engine; default: beside the ONNX, same stem
-    precision: Precision = "fp16"  # torch runtime; an engine's precision is its own
+    # torch runtime; an engine's precision is its own. FP32 by default: FP16 is other
+    # arithmetic (2.6% of shapes-yolo's boxes changed on an H200, docs/GPU.md), opted into
+    precision: Precision = "fp32"
     cuda_graphs: bool = True
     allow_cpu_fallback: bool = True  # no CUDA, or no GPU runtime: the CPU backends, logged
     # live: a stream decoding this far behind its camera skips to the next key frame

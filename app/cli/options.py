@@ -9,7 +9,13 @@ from typing import Annotated
 
 import typer
 
-from pipelines.settings import DecodeChoice, PipelineSettings, PreprocessChoice, RuntimeChoice
+from pipelines.settings import (
+    DecodeChoice,
+    PipelineSettings,
+    Precision,
+    PreprocessChoice,
+    RuntimeChoice,
+)
 
 DEFAULTS = PipelineSettings()  # the pipeline's defaults: the options' defaults
 
@@ -25,21 +31,28 @@ ClassesOpt = Annotated[Path | None, typer.Option(
 InputSizeOpt = Annotated[str | None, typer.Option(
     "--input-size", help="WxH, for a model without a card whose input size is dynamic.")]
 DeviceOpt = Annotated[str, typer.Option(
-    "--device", help="cpu (FFmpeg, OpenCV, ONNX Runtime) or cuda[:N] (NVDEC, CV-CUDA or torch, "
-    "TensorRT or torch; each falls back to the next, logged once; without CUDA the CPU "
-    "pipeline runs, with a warning).")]
+    "--device", help="cpu (FFmpeg, OpenCV, ONNX Runtime) or cuda[:N] (NVDEC, torch "
+    "preprocessing, TensorRT or torch; each falls back to the next, logged once; without CUDA "
+    "the CPU pipeline runs, with a warning).")]
 OutOpt = Annotated[Path, typer.Option(
     "--out", "-o", help="Folder for detections.jsonl, summary.json and annotated videos.")]
 DecodeOpt = Annotated[DecodeChoice, typer.Option(
     "--decode", help="Decoder: auto (the device's best), pyav (FFmpeg on the CPU) or nvdec.")]
 PreprocessOpt = Annotated[PreprocessChoice, typer.Option(
-    "--preprocess", help="Preprocessor: auto, opencv (CPU), cvcuda or torch (GPU).")]
+    "--preprocess", help="Preprocessor: auto (opencv on the CPU, torch on a GPU: both give "
+    "the reference's pixels), opencv, torch, or cvcuda (GPU; its resize is not OpenCV's and "
+    "was never measured against it: opt in knowingly).")]
 RuntimeOpt = Annotated[RuntimeChoice, typer.Option(
     "--runtime", help="Inference runtime: auto, onnxruntime or openvino (CPU; auto takes "
     "OpenVINO where it is installed, measured faster and agreeing with ONNX Runtime), "
     "openvino-bf16 (OpenVINO in bfloat16: faster on AMX CPUs, but not the model's own "
     "arithmetic: check it with vidpipe model check --runtime openvino-bf16), tensorrt or "
     "torch (GPU).")]
+PrecisionOpt = Annotated[Precision, typer.Option(
+    "--precision", help="GPU, torch runtime: fp32 (the default: the model's own arithmetic; "
+    "shapes-yolo on an H200 gave the CPU pipeline's boxes, 345 of 346) or fp16 (faster, but "
+    "other numbers: 337 of 346 boxes the same; docs/GPU.md). A TensorRT engine runs in the "
+    "precision it was built with.")]
 BatchOpt = Annotated[int, typer.Option(
     "--batch-size", "-b", help="Most frames per inference call, taken across all "
     "streams.")]

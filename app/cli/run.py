@@ -28,6 +28,7 @@ from app.cli.options import (
     ModelOpt,
     NoCacheOpt,
     OutOpt,
+    PrecisionOpt,
     PreprocessOpt,
     RuntimeOpt,
     TimeoutOpt,
@@ -146,7 +147,7 @@ def run(
     max_lag_ms: MaxLagOpt = DEFAULTS.max_lag_ms,
     infer_threads: InferThreadsOpt = None, decode_threads: DecodeThreadsOpt = None,
     decode: DecodeOpt = DEFAULTS.decode, preprocess: PreprocessOpt = DEFAULTS.preprocess,
-    runtime: RuntimeOpt = DEFAULTS.runtime,
+    runtime: RuntimeOpt = DEFAULTS.runtime, precision: PrecisionOpt = DEFAULTS.precision,
     ffmpeg_resize: Annotated[bool, typer.Option(
         "--ffmpeg-resize", help="CPU: shrink pictures to the model's size in FFmpeg's scaler, "
         "in the same pass as the colour conversion, instead of with the card's OpenCV filter. "
@@ -187,7 +188,8 @@ def run(
             settings=dict(device=device, batch_size=batch_size,
                           batch_timeout_ms=batch_timeout_ms, infer_threads=infer_threads,
                           decode_threads=decode_threads, decode=decode, preprocess=preprocess,
-                          runtime=runtime, max_lag_ms=max_lag_ms, plan_cache=not no_cache),
+                          runtime=runtime, precision=precision, max_lag_ms=max_lag_ms,
+                          plan_cache=not no_cache),
             ffmpeg_resize=ffmpeg_resize, track=track, lines=line or [], zones=zone or [],
             classify=classify or [],
             detect_every=detect_every, detect_fps=detect_fps, motion=motion,

@@ -11,6 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from pipelines.options import PipelineOptions
 from tests.support.cli import vidpipe
 from tests.support.media import remux
 
@@ -285,3 +286,21 @@ def test_the_cpu_path_never_imports_torch(small_clip, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+@pytest.mark.parametrize(("flags", "precision"), [((), "fp32"), (("--precision", "fp16"), "fp16")])
+def test_the_gpu_runs_fp32_unless_fp16_is_asked_for(monkeypatch, small_clip, tmp_path, flags,
+                                                    precision):
+    """FP16 is other arithmetic (2.6% of shapes-yolo's boxes changed on an H200): opted into
+    with --precision, which reaches the pipeline's settings."""
+    import app.run.request
+
+    asked = []
+
+    def capture(request, **_):
+        asked.append(PipelineOptions(**request.settings).precision)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(app.run.request, "run_request", capture)
+    code, _ = vidpipe("run", small_clip, "--device", "cuda", *flags, "--out", tmp_path / "o")
+    assert code == 0 and asked == [precision]
