@@ -20,10 +20,10 @@ What it does per packet:
   pixel. NVDEC's own RGB output (``outputColorType=RGB``) is not FFmpeg's conversion: on an
   H200 it agreed on 64% of the CPU pipeline's boxes for a 720p clip (docs/GPU.md).
   8-bit 4:2:0 streams only: others (10-bit, 4:4:4) are refused at open, and decode on the CPU.
-- The decoder recycles its output surfaces on the next ``Decode`` call, so each picture is
-  copied once on the GPU into a tensor of the frame's own (a device-to-device copy of about
-  6 MB at 1080p). The decoder works on this stage's CUDA stream, so that copy is ordered after
-  the conversion without any wait; an event recorded after it becomes ``Frame.ready``.
+- The decoder recycles its output surfaces on the next ``Decode`` call; the conversion reads
+  the surface and writes the RGB picture into a tensor of the frame's own. The decoder works
+  on this stage's CUDA stream, so the conversion is ordered after the decoding without any
+  wait; an event recorded after it becomes ``Frame.ready``.
 
 Decode errors inside NVDEC are concealed by the driver (it does not raise); errors the binding
 raises become DecodeError, which the stage counts as ``decode_error``.
