@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,6 +18,9 @@ from app.cli.options import (
     ModelOpt,
     RuntimeOpt,
 )
+
+if TYPE_CHECKING:
+    from pipelines.options import PipelineOptions
 
 
 def bench(
@@ -134,6 +137,10 @@ def bench(
         "INVALID for their length).")] = False,
     runtime: RuntimeOpt = DEFAULTS.runtime,
     device: DeviceOpt = DEFAULTS.device,
+    batch_timeout_ms: Annotated[float, typer.Option(
+        "--batch-timeout-ms", min=0.0, help="With --loadgen: the engine's longest wait for a "
+        "batch to fill after its first frame (0: run what is waiting at once).")]
+    = DEFAULTS.batch_timeout_ms,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
 ) -> None:
@@ -147,7 +154,11 @@ def bench(
         if _cameras(capacity, motion, cameras, modes, seconds, out, not uncapped):
             pass
         elif loadgen is not None:
-            _loadgen(loadgen, model, runtime, device, out, loadgen_seconds, short)
+            from pipelines.options import PipelineOptions
+
+            _loadgen(loadgen, model, PipelineOptions(runtime=runtime, device=device,
+                                                     batch_timeout_ms=batch_timeout_ms),
+                     out, loadgen_seconds, short)
         elif events:
             from app.bench.events import bench_events
             from app.run.demo import DEMO_CLIP, ensure_demo_clip
@@ -183,16 +194,15 @@ def bench(
                            out)
 
 
-def _loadgen(scenarios: str, model: str | None, runtime: str, device: str, out: Path,
+def _loadgen(scenarios: str, model: str | None, options: PipelineOptions, out: Path,
              seconds: float | None, short: bool) -> None:
-    """``--loadgen``: the scenarios, for each model named (default: the five shipped)."""
+    """``--loadgen``: the scenarios, for each model named (default: the five shipped), the
+    engine built with ``options`` (runtime, device, batch timeout)."""
     from app.bench.loadgen.bench import MODELS, bench_loadgen
-    from pipelines.options import PipelineOptions
 
     models = [m for m in model.split(",") if m.strip()] if model else list(MODELS)
     bench_loadgen(console, [s.strip() for s in scenarios.split(",") if s.strip()], models,
-                  PipelineOptions(runtime=runtime, device=device), out, seconds=seconds,
-                  short=short)
+                  options, out, seconds=seconds, short=short)
 
 
 def _tracked(counting: bool, tracking: bool, classify: bool, detect_every: str, reps: int,

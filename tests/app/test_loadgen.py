@@ -65,3 +65,19 @@ def test_the_server_rate_is_the_highest_probe_within_the_bound(tmp_path: Path):
 
     rate = _server_rate(run, tmp_path, 400.0)
     assert 100 <= rate <= 120 and len(tried) == 5
+
+
+def test_the_engine_s_batch_timeout_reaches_the_bench(monkeypatch, tmp_path: Path):
+    """`--batch-timeout-ms` sets the engine's batch wait (issue 39: a lone frame's wait is
+    most of SingleStream's latency); the runtime and device still go with it."""
+    import app.bench.loadgen.bench
+
+    seen = []
+    monkeypatch.setattr(app.bench.loadgen.bench, "bench_loadgen",
+                        lambda console, scenarios, models, options, out, **_: seen.append(
+                            (scenarios, models, options.batch_timeout_ms, options.runtime)))
+    code, output = vidpipe("bench", "--loadgen", "SingleStream", "--model", "shapes-yolo",
+                           "--batch-timeout-ms", "0", "--runtime", "onnxruntime", "--short",
+                           "-o", tmp_path)
+    assert code == 0, output
+    assert seen == [(["SingleStream"], ["shapes-yolo"], 0.0, "onnxruntime")]
