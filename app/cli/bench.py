@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,9 +18,6 @@ from app.cli.options import (
     ModelOpt,
     RuntimeOpt,
 )
-
-if TYPE_CHECKING:
-    from pipelines.options import PipelineOptions
 
 
 def bench(
@@ -154,11 +151,8 @@ def bench(
         if _cameras(capacity, motion, cameras, modes, seconds, out, not uncapped):
             pass
         elif loadgen is not None:
-            from pipelines.options import PipelineOptions
-
-            _loadgen(loadgen, model, PipelineOptions(runtime=runtime, device=device,
-                                                     batch_timeout_ms=batch_timeout_ms),
-                     out, loadgen_seconds, short)
+            settings = dict(runtime=runtime, device=device, batch_timeout_ms=batch_timeout_ms)
+            _loadgen(loadgen, model, settings, out, loadgen_seconds, short)
         elif events:
             from app.bench.events import bench_events
             from app.run.demo import DEMO_CLIP, ensure_demo_clip
@@ -194,15 +188,16 @@ def bench(
                            out)
 
 
-def _loadgen(scenarios: str, model: str | None, options: PipelineOptions, out: Path,
+def _loadgen(scenarios: str, model: str | None, settings: dict[str, Any], out: Path,
              seconds: float | None, short: bool) -> None:
     """``--loadgen``: the scenarios, for each model named (default: the five shipped), the
-    engine built with ``options`` (runtime, device, batch timeout)."""
+    engine built with ``settings`` (runtime, device, batch timeout)."""
     from app.bench.loadgen.bench import MODELS, bench_loadgen
+    from pipelines.options import PipelineOptions
 
     models = [m for m in model.split(",") if m.strip()] if model else list(MODELS)
     bench_loadgen(console, [s.strip() for s in scenarios.split(",") if s.strip()], models,
-                  options, out, seconds=seconds, short=short)
+                  PipelineOptions(**settings), out, seconds=seconds, short=short)
 
 
 def _tracked(counting: bool, tracking: bool, classify: bool, detect_every: str, reps: int,
