@@ -40,7 +40,8 @@ DecodeOpt = Annotated[DecodeChoice, typer.Option(
     "--decode", help="Decoder: auto (the device's best), pyav (FFmpeg on the CPU) or nvdec.")]
 PreprocessOpt = Annotated[PreprocessChoice, typer.Option(
     "--preprocess", help="Preprocessor: auto (opencv on the CPU, torch on a GPU: both give "
-    "the reference's pixels), opencv, torch, or cvcuda (GPU; its resize is not OpenCV's and "
+    "the reference's pixels for a bilinear card, torch within a grey level for the other "
+    "filters), opencv, torch, or cvcuda (GPU; its resize is not OpenCV's and "
     "was never measured against it: opt in knowingly).")]
 RuntimeOpt = Annotated[RuntimeChoice, typer.Option(
     "--runtime", help="Inference runtime: auto, onnxruntime or openvino (CPU; auto takes "

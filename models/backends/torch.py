@@ -21,7 +21,10 @@ the forward pass is captured as a CUDA graph (reading the slot's input buffer in
 the backend is built, and replayed after that: one launch per batch instead of one per layer.
 Captured up front, not at a bucket's first batch: a capture synchronizes the device (every
 stream's work waits), and one taken while 32 streams kept the other threads busy failed on the
-first lent H200 ("operation failed due to a previous error during capture"). FP32 runs with
+first lent H200 ("operation failed due to a previous error during capture"). A backend built
+while others run (a candidate model beside a live detector) still captures while they work:
+unverified on a GPU; a failed capture leaves it eager, logged. Each graph holds its own memory
+pool (2 slots x 6 buckets at ``max_batch`` 32). FP32 runs with
 TF32 off, so it agrees with ONNX Runtime to float rounding; FP16 casts the model and the input
 to half.
 
@@ -75,7 +78,7 @@ class TorchBackend:
     def __init__(self, model: nn.Module | str | Path, *, input_shape: Sequence[int],
                  input_name: str = "images", input_dtype: str = "float32",
                  output_names: Sequence[str] | None = None, device: str = "cuda:0",
-                 precision: Precision = "fp16", cuda_graphs: bool = True, max_batch: int = 32,
+                 precision: Precision = "fp32", cuda_graphs: bool = True, max_batch: int = 32,
                  slots: int = 2) -> None:
         if precision not in ("fp16", "fp32"):
             raise ValueError(f"precision must be 'fp16' or 'fp32', got {precision!r}")
@@ -170,13 +173,7 @@ class TorchBackend:
         return DeviceOutputs(outputs, timing_event(slot.stream), slot.stream, started)
 
     def _replay(self, slot: DeviceSlot, n: int) -> dict[str, torch.Tensor]:
-        captured = slot.state.get(n)
-        if captured is None:
-            captured = self._capture(slot, n)
-            if captured is None:  # the model cannot be captured: eager from now on
-                return self._forward(slot.inputs[self.input_name][:n])
-            slot.state[n] = captured
-        graph, static_outputs = captured
+        graph, static_outputs = slot.state[n]  # every bucket was captured when built
         graph.replay()
         return {name: out.clone() for name, out in static_outputs.items()}
 
@@ -186,7 +183,9 @@ class TorchBackend:
             for n in buckets:
                 with self._on(slot):
                     captured = self._capture(slot, n)
-                if captured is None:  # logged; eager from now on
+                if captured is None:  # logged; eager from now on, no graph kept
+                    for each in self._slots:
+                        each.state.clear()
                     return
                 slot.state[n] = captured
 

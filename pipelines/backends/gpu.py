@@ -17,6 +17,7 @@ from models.backends.device import DeviceUnavailable
 from models.backends.tensorrt import TensorRTBackend
 from models.backends.torch import TorchBackend
 from models.engine import check_engine, current_environment
+from models.errors import ModelError
 from models.spec import ModelSpec
 from models.zoo import check_compatible
 from pipelines.backends.common import StageBackends, converted_lazily
@@ -106,7 +107,8 @@ def _torch_backend(model_path: Path, spec: ModelSpec, device: torch.device,
                    options: PipelineOptions, reasons: list[str]) -> TorchBackend | None:
     """The torch model beside the model (or ``options.torch_model``); else None, with the
     reason added to ``reasons``."""
-    source = options.torch_model or _beside(model_path, TORCH_SUFFIXES)
+    beside = None if options.torch_model is not None else _beside(model_path, TORCH_SUFFIXES)
+    source = options.torch_model or beside
     if source is None:
         reasons.append(_none_beside("torch model", model_path, TORCH_SUFFIXES))
         return None
@@ -118,6 +120,13 @@ def _torch_backend(model_path: Path, spec: ModelSpec, device: torch.device,
                             max_batch=options.batch_size)
     except DeviceUnavailable as e:
         reasons.append(str(e))
+        return None
+    except ModelError as e:
+        if beside is None:  # the torch model the user named: its error is theirs to see
+            raise
+        # a file found beside the model that vidpipe cannot run (another tool's model.pt)
+        reasons.append(f"{beside.name} beside {model_path.name} is not a torch model vidpipe "
+                       f"loads ({e})")
         return None
 
 

@@ -19,7 +19,10 @@ What it does per packet:
   the stream is tagged with, in FFmpeg's arithmetic: the picture equals the CPU path's, every
   pixel. NVDEC's own RGB output (``outputColorType=RGB``) is not FFmpeg's conversion: on an
   H200 it agreed on 64% of the CPU pipeline's boxes for a 720p clip (docs/GPU.md).
-  8-bit 4:2:0 streams only: others (10-bit, 4:4:4) are refused at open, and decode on the CPU.
+  The matrix and range are the stream's at open (the CPU path reads each frame's; a stream
+  that changes its tags mid-way is not followed). 8-bit 4:2:0 streams of even size in a colour
+  space measured equal to FFmpeg's only: others (10-bit, 4:4:4, odd sizes, BT.2020 constant
+  luminance, a format unknown at open) are refused at open, and decode on the CPU.
 - The decoder recycles its output surfaces on the next ``Decode`` call; the conversion reads
   the surface and writes the RGB picture into a tensor of the frame's own. The decoder works
   on this stage's CUDA stream, so the conversion is ordered after the decoding without any
@@ -103,8 +106,14 @@ class NvdecDecoder:
         if pix_fmt not in NV12_FORMATS:
             raise DeviceError(f"NVDEC output is converted for 8-bit 4:2:0 video; this stream is "
                               f"{pix_fmt} (decode it on the CPU)")
+        if context.width % 2 or context.height % 2:
+            raise DeviceError(f"NVDEC output is converted for even sizes; this stream is "
+                              f"{context.width}x{context.height} (decode it on the CPU)")
         full = context.color_range == FULL_RANGE or pix_fmt == "yuvj420p"
-        self.matrix = YuvMatrix.for_frames(context.colorspace, FULL_RANGE if full else 1)
+        try:  # the stream's tags at open: a stream that changes them mid-way is not followed
+            self.matrix = YuvMatrix.for_frames(context.colorspace, FULL_RANGE if full else 1)
+        except ValueError as e:
+            raise DeviceError(f"NVDEC output: {e} (decode it on the CPU)") from e
         self._nvc = nvc
         self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
         self._annexb = AnnexB(stream)

@@ -15,9 +15,11 @@ swscale's arithmetic on x86-64 (its SIMD path, the one every x86-64 CPU takes):
   shifted left by 3 and the coefficient, and each channel is luma's term plus chroma's, clipped
   to 0..255.
 
-tests/pipelines/test_yuv.py checks it against FFmpeg for every colour space tag, both ranges
-and odd sizes: equal, every pixel. FFmpeg on an Arm processor converts with its own SIMD
-code, which was not measured against this.
+tests/pipelines/test_yuv.py checks it against FFmpeg for every colour space tag it keeps, both
+ranges and camera sizes (odd-sized chroma planes too): equal, every pixel. Pictures of odd
+width or height are not covered (FFmpeg converts odd heights another way): NvdecDecoder
+refuses them. FFmpeg on an Arm processor converts with its own SIMD code, not measured
+against this.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ import torch
 # swscale's inverse matrices, per AVColorSpace: (crv, cbu, cgu, cgv) in 16.16 fixed point.
 _BT709 = (117489, 138438, 13975, 34925)
 _BT601 = (104597, 132201, 25675, 53279)
+# Only the colour spaces measured equal to FFmpeg's own conversion (tests/pipelines/test_yuv.py):
+# FFmpeg refuses BT.2020 constant luminance (10) and YCgCo (8), and converts 0 ("RGB", not a
+# YUV matrix) otherwise than its table reads; those are refused here.
 _COEFFICIENTS: dict[int, tuple[int, int, int, int]] = {
-    0: _BT709,  # RGB / no sequence display extension: swscale's table gives 709's values
     1: _BT709,
     2: _BT601,  # unspecified
     3: _BT601,  # reserved
@@ -41,7 +45,6 @@ _COEFFICIENTS: dict[int, tuple[int, int, int, int]] = {
     6: _BT601,  # SMPTE 170M
     7: (117579, 136230, 16907, 35559),  # SMPTE 240M
     9: (110013, 140363, 12277, 42626),  # BT.2020 non-constant luminance
-    10: (110013, 140363, 12277, 42626),  # BT.2020 constant luminance
 }
 FULL_RANGE = 2  # AVColorRange: 0 unspecified, 1 limited ("tv", MPEG), 2 full ("pc", JPEG)
 
@@ -70,9 +73,11 @@ class YuvMatrix:
     @classmethod
     def for_frames(cls, colorspace: int, color_range: int) -> YuvMatrix:
         """The matrix FFmpeg converts frames of this ``AVColorSpace`` and ``AVColorRange``
-        with. A colour space it has no matrix for (YCgCo, 8) converts as unspecified (601),
-        as swscale does."""
-        crv, cbu, cgu, cgv = _COEFFICIENTS.get(int(colorspace), _BT601)
+        with; ValueError for a colour space not measured equal to FFmpeg's conversion."""
+        if int(colorspace) not in _COEFFICIENTS:
+            raise ValueError(f"colour space {int(colorspace)} is not converted as FFmpeg "
+                             f"converts it (known: {sorted(_COEFFICIENTS)})")
+        crv, cbu, cgu, cgv = _COEFFICIENTS[int(colorspace)]
         cgu, cgv = -cgu, -cgv
         gain, offset = 1 << 16, 0
         if int(color_range) == FULL_RANGE:
@@ -93,18 +98,23 @@ class _Tables:
     chroma: torch.Tensor  # (65536, 3) int16: R, G, B chroma terms for U + 256 * V
 
 
-@functools.lru_cache(maxsize=16)
+@functools.cache
 def _tables(matrix: YuvMatrix, device: torch.device) -> _Tables:
     """The conversion as lookup tables (each term depends on one sample, or on U and V), so
-    that a picture costs a handful of kernels, not one per arithmetic step."""
+    that a picture costs a handful of kernels, not one per arithmetic step. Kept for the
+    process (a few matrices, 390 kB each): freed, their memory would go back to the stream
+    that made them while another decoder's stream may still read them."""
     samples = np.arange(256, dtype=np.int64)
     luma = (samples * 8 - matrix.y_offset) * matrix.y_gain >> 16
     u, v = np.meshgrid(samples * 8 - (128 << 3), samples * 8 - (128 << 3), indexing="xy")
     chroma = np.stack([v * matrix.v_to_r >> 16,
                        (u * matrix.u_to_g >> 16) + (v * matrix.v_to_g >> 16),
                        u * matrix.u_to_b >> 16], axis=-1).reshape(65536, 3)  # row U + 256 * V
-    return _Tables(torch.from_numpy(luma.astype(np.int16)).to(device),
-                   torch.from_numpy(chroma.astype(np.int16)).to(device))
+    tables = _Tables(torch.from_numpy(luma.astype(np.int16)).to(device),
+                     torch.from_numpy(chroma.astype(np.int16)).to(device))
+    if device.type == "cuda":  # other streams will read them: the copies must be done
+        torch.cuda.current_stream(device).synchronize()
+    return tables
 
 
 def nv12_to_rgb(nv12: torch.Tensor, height: int, width: int, matrix: YuvMatrix = UNTAGGED,

@@ -22,7 +22,7 @@ exact halves and odd sizes: equal, every value.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import torch
@@ -39,9 +39,11 @@ class AxisTaps:
     weights: torch.Tensor  # int32 (2 * dst,): their 11-bit weights
 
 
-@lru_cache(maxsize=64)
+@cache
 def axis_taps(src: int, dst: int, clamp_weights: bool, device: str) -> AxisTaps:
-    """OpenCV's taps along one axis (``clamp_weights``: columns; rows keep their weights)."""
+    """OpenCV's taps along one axis (``clamp_weights``: columns; rows keep their weights).
+    Kept for the process (a few sizes, kilobytes): freed, their memory would go back to the
+    stream that made them while another preprocessor's stream may still read them."""
     if src <= 0 or dst <= 0:
         raise ValueError(f"resize needs positive sizes, got src={src} dst={dst}")
     scale = 1.0 / (dst / src)  # OpenCV keeps the inverse scale and inverts it
@@ -56,7 +58,10 @@ def axis_taps(src: int, dst: int, clamp_weights: bool, device: str) -> AxisTaps:
     weights = np.concatenate([np.rint((one - frac) * np.float32(COEF_SCALE)),
                               np.rint(frac * np.float32(COEF_SCALE))]).astype(np.int32)
     sources = np.clip(np.concatenate([first, first + 1]), 0, src - 1)
-    return AxisTaps(torch.from_numpy(sources).to(device), torch.from_numpy(weights).to(device))
+    taps = AxisTaps(torch.from_numpy(sources).to(device), torch.from_numpy(weights).to(device))
+    if torch.device(device).type == "cuda":  # other streams will read them: copies done first
+        torch.cuda.current_stream(torch.device(device)).synchronize()
+    return taps
 
 
 def resize_linear(image: torch.Tensor, width: int, height: int) -> torch.Tensor:

@@ -113,6 +113,20 @@ def test_the_inference_backend_is_found_beside_the_model(rect_model, tmp_path):
     assert name.startswith("torch-") and "TensorRT engine" in fallback
 
 
+def test_a_model_pt_of_another_tool_beside_the_model_is_a_reason_not_a_crash(rect_model,
+                                                                           tmp_path):
+    """Ultralytics leaves yolov8n.pt beside its yolov8n.onnx: not a file vidpipe runs, so the
+    GPU path says so among its reasons (and the CPU pipeline runs, logged), not a crash."""
+    path, spec, _ = rect_model
+    onnx = tmp_path / "model.onnx"
+    shutil.copy(path, onnx)
+    torch.save({"model": "someone else's", "epoch": 3}, tmp_path / "model.pt")
+    with pytest.raises(DeviceError, match=r"model.pt beside model.onnx is not a torch model "
+                                          r"vidpipe loads"):
+        inference_backend(onnx, spec, torch.device("cpu"), PipelineOptions(),
+                          BackendReport(CollectorRegistry()))
+
+
 def gpu_run(clips, rect_model, device, precision, *, batch_size=8, frames=None):
     _, spec, model = rect_model
     registry = CollectorRegistry()

@@ -16,8 +16,8 @@ from pipelines.sources.file import FileSource
 from pipelines.synthetic.rectangles import make_test_clip
 
 # (AVColorSpace, AVColorRange): untagged, BT.709 as cameras tag it, full range (JPEG-style),
-# and each other matrix swscale knows
-TAGS = [(2, 0), (1, 1), (1, 2), (2, 2), (5, 1), (6, 1), (4, 1), (7, 1), (9, 1), (9, 2)]
+# each other matrix swscale converts, and "reserved" (3)
+TAGS = [(2, 0), (1, 1), (1, 2), (2, 2), (5, 1), (6, 1), (4, 1), (7, 1), (9, 1), (9, 2), (3, 1)]
 
 
 def nv12_of(frame: av.VideoFrame) -> np.ndarray:
@@ -66,7 +66,7 @@ def test_every_colour_tag_converts_to_the_cpu_path_s_pixels(media, tag):
 
 @pytest.mark.parametrize("size", [(1280, 720), (854, 480), (642, 362), (1920, 1080)])
 def test_every_size_converts_to_the_cpu_path_s_pixels(media, size):
-    """Camera and odd sizes: a width that is no multiple of 16, a chroma plane of odd size."""
+    """Camera sizes: a width that is no multiple of 16, a chroma plane of odd size."""
     clip = make_test_clip(media / f"yuv-{size[0]}.mp4", frames=2, size=size, seed=7,
                           colour=(1, 1))
     assert_converts_exactly(clip, size, 2)
@@ -74,4 +74,12 @@ def test_every_size_converts_to_the_cpu_path_s_pixels(media, size):
 
 def test_the_untagged_matrix_is_bt601_limited_range():
     assert YuvMatrix.for_frames(2, 0) == YuvMatrix.for_frames(6, 1) != YuvMatrix.for_frames(1, 1)
-    assert YuvMatrix.for_frames(8, 0) == YuvMatrix.for_frames(2, 0)  # YCgCo: none of its own
+
+
+@pytest.mark.parametrize("space", [0, 8, 10, 12])
+def test_a_colour_space_not_measured_equal_is_refused(space):
+    """FFmpeg's CPU path refuses BT.2020 constant luminance (10), YCgCo (8) and 12 ("Operation
+    not supported"), and converts 0 otherwise than its table reads (42-59 levels off): NVDEC
+    leaves such streams to the CPU rather than guess."""
+    with pytest.raises(ValueError, match=f"colour space {space} "):
+        YuvMatrix.for_frames(space, 1)
