@@ -5,7 +5,9 @@ The CPU path's pictures are FFmpeg's: swscale turns each decoded 8-bit 4:2:0 fra
 the same Y, U and V samples (H.264 and HEVC decoding is exact), but its own RGB conversion is
 not swscale's: on the first lent GPU it matched only 64% of the CPU pipeline's boxes on a 720p
 clip (docs/GPU.md). So NVDEC hands out NV12 and ``nv12_to_rgb`` converts it here with
-swscale's arithmetic on x86-64 (its SIMD path, the one every x86-64 CPU takes):
+swscale's arithmetic on x86-64 (its SIMD path for SSSE3 and up, which every CPU with AVX2
+takes: equal with FFmpeg forced to its SSSE3 and AVX2 code and on an AVX-512 machine; its SSE2
+and C code round otherwise):
 
 - the matrix and range the frame is tagged with, as swscale reads them: each colour space's
   four coefficients (16.16 fixed point; unspecified and BT.601 alike) scaled to 13 bits, the

@@ -16,7 +16,8 @@ path redoes OpenCV's arithmetic:
   4, by its weight and keeps the high 16 bits of each product, then ``(sum + 2) >> 2``.
 
 tests/pipelines/test_preprocess.py checks it against ``cv2.resize`` for downscales, upscales,
-exact halves and odd sizes: equal, every value.
+exact halves and odd sizes: equal, every value, also with OpenCV held to its SSE3 or AVX2 code
+(``OPENCV_CPU_DISABLE``) on an AVX-512 machine.
 """
 
 from __future__ import annotations
