@@ -8,11 +8,12 @@ front of them; over the detector's textured backgrounds, lighting and noise. Thr
 (``LINES``: a vertical one through the middle, a horizontal one, a short segment) and a zone
 (``ZONE``) are scored.
 
-Truth (``clip.counts.json`` beside ``clip.mp4``): each line's crossings per direction and the
-zone's entries and exits, walked by every object's whole outline (hidden or not: the object
-is there) with the counter's anchor and no hysteresis. The MOT truth and boxes file are
-written too (``models.tracking_data``). ``noisy``: the same scene under strong sensor noise
-and defocus — the same truth for a detector that sees worse.
+Truth (``clip.counts.json`` beside ``clip.mp4``, ``models.counting_truth``): each line's
+crossings per direction — those certain and those possible (an object swaying on the line) —
+and the zone's entries and exits, walked by every object's whole outline (hidden or not: the
+object is there) with the counter's anchor, apart from vidpipe's counter. The MOT truth and
+boxes file are written too (``models.tracking_data``). ``noisy``: the same scene under
+strong sensor noise and defocus — the same truth for a detector that sees worse.
 
 Seeds split the set: ``TUNE_SEEDS`` to tune counting rules and trackers on, ``HELD_OUT_SEEDS``
 only to report on.
@@ -28,6 +29,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from models.counting_truth import TRUTH_VERSION, walked_counts
 from models.data import (
     ProgressFn,
     _contrasting_colour,
@@ -36,13 +38,13 @@ from models.data import (
     write_clip,
 )
 from models.scene import BAR, CLASSES, Scene, SceneObject, Truth, render
-from models.shapes import outline
 from models.tracking_data import mot_rows, mot_truth_path
 
 SIZE = (640, 384)
 FPS, FRAMES = 30, 300
-TUNE_SEEDS = tuple(range(3000, 3006))
-HELD_OUT_SEEDS = tuple(range(4000, 4006))
+TUNE_SEEDS = tuple(range(3000, 3012))
+HELD_OUT_SEEDS = tuple(range(4000, 4012))
+SET_VERSION = 2  # 1: 6 clips a part, bars where a draw put them (none in the held-out part)
 # (name, (x1, y1, x2, y2)): "in" is a crossing from the right-hand side of the line walked
 # from its first point to its second (y down) to its left, as vidpipe's lines count
 LINES = (("middle", (320.0, 0.0, 320.0, 384.0)), ("across", (0.0, 230.0, 640.0, 230.0)),
@@ -142,7 +144,7 @@ BEHAVIOURS = ("pass", "pass", "pass", "stop", "wander", "group", "trail", "bounc
 
 
 def counting_objects(rng: np.random.Generator, background: np.ndarray) -> list[SceneObject]:
-    """Eight to ten behaviours, started at staggered times; bars in front in half the clips."""
+    """Eight to ten behaviours, started at staggered times."""
     width, height = SIZE
     objects: list[SceneObject] = []
 
@@ -172,15 +174,22 @@ def counting_objects(rng: np.random.Generator, background: np.ndarray) -> list[S
                     float(rng.uniform(0.5, 4)) * rng.choice([-1, 1]))
         centre = (float(rng.uniform(r, width - r)), float(rng.uniform(r, height - r)))
         add((), r, float(np.hypot(*velocity)), velocity, centre)
-    if rng.uniform() < 0.5:
-        for _ in range(int(rng.integers(1, 3))):  # bars in front, drifting across
-            objects.append(SceneObject(
-                class_id=BAR, centre=(float(rng.uniform(0, width)), height / 2),
-                velocity=(float(rng.uniform(-1.5, 1.5)), 0.0), radius=0.55 * height,
-                aspect=1.0, angle=float(np.pi / 2 + rng.uniform(-0.2, 0.2)), spin=0.0,
-                form=0.0, colour=tuple(int(v) for v in rng.integers(0, 256, 3)),  # type: ignore[arg-type]
-                second=(0, 0, 0), pattern=0, exposure=0.5))
     return objects
+
+
+def bars_in_front(seed: int) -> list[SceneObject]:
+    """One or two bars drifting across in front of everything, in the clips of odd seeds:
+    half of each part passes behind occluders (drawn apart from the objects' draws)."""
+    if seed % 2 == 0:
+        return []
+    rng = np.random.default_rng([seed, 7])
+    width, height = SIZE
+    return [SceneObject(
+        class_id=BAR, centre=(float(rng.uniform(0, width)), height / 2),
+        velocity=(float(rng.uniform(-1.5, 1.5)), 0.0), radius=0.55 * height,
+        aspect=1.0, angle=float(np.pi / 2 + rng.uniform(-0.2, 0.2)), spin=0.0,
+        form=0.0, colour=tuple(int(v) for v in rng.integers(0, 256, 3)),  # type: ignore[arg-type]
+        second=(0, 0, 0), pattern=0, exposure=0.5) for _ in range(int(rng.integers(1, 3)))]
 
 
 def counting_scene(seed: int) -> Scene:
@@ -188,7 +197,7 @@ def counting_scene(seed: int) -> Scene:
     width, height = SIZE
     margin = int(0.1 * width)
     background = make_background(rng, (width + margin, height + margin))
-    objects = counting_objects(rng, background)
+    objects = counting_objects(rng, background) + bars_in_front(seed)
     return Scene(SIZE, background, (0.0, 0.0), tuple(objects), sample_lighting(rng, True))
 
 
@@ -204,63 +213,9 @@ def counting_frames(scene: Scene, seed: int, noisy: bool) -> Iterator[tuple[np.n
 
 
 def truth_counts(scene: Scene) -> dict[str, Any]:
-    """Each line's crossings and the zone's entries and exits, by the bottom-centres of the
-    objects' whole outlines: a crossing is the anchor passing from one side of the line to the
-    other between its two ends (computed here, apart from vidpipe's counter)."""
-    classed = [k for k, o in enumerate(scene.objects) if o.class_id >= 0]
-    counts = {name: {"in": 0, "out": 0} for name, _ in LINES}
-    last: dict[tuple[str, int], tuple[float, np.ndarray]] = {}  # its last side off the line
-    inside: dict[int, bool] = {}
-    polygon = np.asarray(ZONE[1], np.float32)
-    entered = exited = 0
-    for index in range(FRAMES):
-        for k in classed:
-            poly = outline(scene.objects[k], float(index), SIZE)
-            anchor = np.array([(poly[:, 0].min() + poly[:, 0].max()) / 2, poly[:, 1].max()])
-            for name, points in LINES:
-                side = _side(points, anchor)
-                if side == 0:
-                    continue
-                before = last.get((name, k))
-                if before is not None and before[0] * side < 0 and \
-                        _within(points, before[1], anchor):
-                    counts[name]["in" if before[0] > 0 else "out"] += 1
-                last[(name, k)] = (side, anchor)
-            now = cv2.pointPolygonTest(polygon, (float(anchor[0]), float(anchor[1])), False) > 0
-            entered += int(now and not inside.get(k, False))
-            exited += int(inside.get(k, False) and not now)
-            inside[k] = now
-    return {"lines": counts, "zones": {ZONE[0]: {"entered": entered, "exited": exited}}}
-
-
-def _side(points: tuple[float, float, float, float], p: np.ndarray) -> float:
-    x1, y1, x2, y2 = points
-    return float((x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1))
-
-
-def _within(points: tuple[float, float, float, float], p: np.ndarray, q: np.ndarray) -> bool:
-    """Whether the path p -> q (on opposite sides) meets the line between its two ends."""
-    x1, y1, x2, y2 = points
-    dp, dq = _side(points, p), _side(points, q)
-    at = p + (q - p) * (dp / (dp - dq))
-    d = np.array([x2 - x1, y2 - y1])
-    along = float(np.dot(at - (x1, y1), d) / np.dot(d, d))
-    return 0.0 <= along <= 1.0
-
-
-def count_error(found: dict[str, dict[str, dict[str, int]]],
-                truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Clips' line counts (clip -> line -> {"in", "out"}) against their truth (clip -> its
-    counts.json): |found - truth| summed over clips, lines and directions, and over the true
-    crossings."""
-    errors = crossings = 0
-    for clip, counts in truth.items():
-        for name, true in counts["lines"].items():
-            for d in ("in", "out"):
-                errors += abs(found[clip][name][d] - true[d])
-                crossings += true[d]
-    return {"errors": errors, "crossings": crossings,
-            "error": round(errors / crossings, 4) if crossings else 0.0}
+    """The scene's certain and possible crossings of ``LINES`` and its ``ZONE`` visits
+    (``models.counting_truth``)."""
+    return walked_counts(scene, LINES, ZONE, FRAMES)
 
 
 def make_counting_clip(path: Path, seed: int, *, noisy: bool = False,
@@ -271,22 +226,34 @@ def make_counting_clip(path: Path, seed: int, *, noisy: bool = False,
     truths = write_clip(path, counting_frames(scene, seed, noisy), frames=FRAMES, size=SIZE,
                         fps=FPS, progress=progress)
     mot_truth_path(path).write_text("\n".join(mot_rows(truths)) + "\n")
-    counts_path(path).write_text(json.dumps({"seed": seed, "noisy": noisy, **truth_counts(scene),
-                                             "lines_at": dict(LINES), "zone_at": ZONE[1]},
-                                            indent=1))
+    write_truth(path, scene, seed, noisy)
     return path
+
+
+def write_truth(clip: Path, scene: Scene, seed: int, noisy: bool) -> None:
+    """The clip's truth counts, with the versions of the set and truth they were made by."""
+    counts_path(clip).write_text(json.dumps(
+        {"seed": seed, "noisy": noisy, "set_version": SET_VERSION,
+         "truth_version": TRUTH_VERSION, **truth_counts(scene), "lines_at": dict(LINES),
+         "zone_at": ZONE[1]}, indent=1))
 
 
 def counting_set(folder: Path, seeds: tuple[int, ...], *, noisy: bool = False,
                  made: Callable[[Path], None] | None = None) -> list[Path]:
-    """The clips of ``seeds`` under ``folder``, each made once."""
+    """The clips of ``seeds`` under ``folder``, each made once: again when the set's
+    definition has changed since (``SET_VERSION``), its truth alone again when the truth's
+    has (``TRUTH_VERSION``)."""
     folder.mkdir(parents=True, exist_ok=True)
     clips = []
     for seed in seeds:
         clip = folder / f"count-{seed}{'-noisy' if noisy else ''}.mp4"
-        if not (clip.is_file() and counts_path(clip).is_file()):
+        made_as = json.loads(counts_path(clip).read_text()) if clip.is_file() and \
+            counts_path(clip).is_file() else {}
+        if made_as.get("set_version") != SET_VERSION:
             make_counting_clip(clip, seed, noisy=noisy)
             if made is not None:
                 made(clip)
+        elif made_as.get("truth_version") != TRUTH_VERSION:
+            write_truth(clip, counting_scene(seed), seed, noisy)
         clips.append(clip)
     return clips

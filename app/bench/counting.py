@@ -26,10 +26,10 @@ from models.counting_data import (
     LINES,
     TUNE_SEEDS,
     ZONE,
-    count_error,
     counting_set,
     counts_path,
 )
+from models.counting_truth import count_error
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, LineConfig, TrackerSettings, ZoneConfig
 from pipelines.analytics.replay import recorded_streams, replay, stream_fps
@@ -57,6 +57,9 @@ def _track(**update: Any) -> Rule:
 # The rules measured: each against the defaults, on the same recorded boxes.
 RULES: dict[str, Rule] = {
     "defaults": lambda a: a,
+    "jitter_band 0, relink_frames 0 (before)": _lines(jitter_band=0.0, relink_frames=0),
+    "jitter_band 0": _lines(jitter_band=0.0),
+    "relink_frames 0": _lines(relink_frames=0),
     "bytetrack, no fast objects (before)": _track(kind="bytetrack", fast_objects=False),
     "no fast objects": _track(fast_objects=False),
     "duplicate_iou 0": _track(duplicate_iou=0.0),
@@ -66,7 +69,6 @@ RULES: dict[str, Rule] = {
     "smoothing 0.5": _lines(smoothing=0.5),
     "settle_frames 3": _lines(settle_frames=3),
     "max_jump 0.8": _lines(max_jump=0.8),
-    "relink_frames 30": _lines(relink_frames=30),
     "once_per_track": _lines(once_per_track=True),
 }
 

@@ -21,7 +21,7 @@ import yaml
 
 from app.recipes.track_eval import mot_figures
 from app.run.runner import run_files
-from models.counting_data import count_error
+from models.counting_truth import count_error
 from models.spec import ModelSpec
 from pipelines.analytics.config import AnalyticsConfig, LineConfig, TrackerSettings
 from pipelines.analytics.replay import RecordedFrame, recorded_streams, replay, stream_fps

@@ -56,12 +56,14 @@ class LineConfig(Checked):
     of the line walked from its first point to its second (as drawn, y down) to its left-hand
     side; ``out`` the other way. ``hysteresis``: how far past the line (a fraction of the box's
     height) the anchor must get before a crossing counts, so a box jittering on it counts
-    nothing. Rules against the tracker's mistakes (pipelines/analytics/lines.py, measured in
-    docs/BENCHMARKS.md): ``smoothing`` (the weight of a track's past anchor in the one the
-    line judges; 0: the box's own), ``settle_frames`` (observations in a row beyond the band
-    before a side counts as reached), ``relink_frames`` (a track born within a box height of
-    where the motion of one lost at most this many frames before has taken it takes over
-    its side; 0: off),
+    nothing; ``jitter_band``: the band is at least this many times the track's own jitter,
+    how far across the line its anchor lands from where its motion put it (a wobbling box
+    must get past its wobble). Rules against the tracker's mistakes
+    (pipelines/analytics/lines.py, measured in docs/BENCHMARKS.md): ``smoothing`` (the
+    weight of a track's past anchor in the one the line judges; 0: the box's own),
+    ``settle_frames`` (observations in a row beyond the band before a side counts as
+    reached), ``relink_frames`` (a track born within a box height of where the motion of
+    one lost at most this many frames before has taken it takes over its side; 0: off),
     ``once_per_track`` (a track counts each direction at most once), ``max_jump`` (a track
     whose anchor lands farther than this many box heights from where its motion put it is
     taken for another object, an identity switch, and starts afresh where it is; 0: off)."""
@@ -70,9 +72,11 @@ class LineConfig(Checked):
     points: tuple[Number, Number, Number, Number]
     anchor: Anchor = "bottom_center"
     hysteresis: Number = Field(default=0.1, ge=0.0, le=2.0)
+    # 2 and 30: measured on the counting set (docs/BENCHMARKS.md); 0 turns each off
+    jitter_band: Number = Field(default=2.0, ge=0.0, le=10.0)
+    relink_frames: Count = Field(default=30, ge=0, le=300)
     smoothing: Number = Field(default=0.0, ge=0.0, lt=1.0)
     settle_frames: Count = Field(default=1, ge=1, le=30)
-    relink_frames: Count = Field(default=0, ge=0, le=300)
     once_per_track: StrictBool = False
     max_jump: Number = Field(default=0.0, ge=0.0, le=10.0)
     classes: list[str] | None = None  # labels counted; None: all

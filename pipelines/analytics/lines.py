@@ -7,15 +7,19 @@ side once its anchor is farther than the hysteresis band from the line (``hyster
 its box's height); a crossing is a settled track settling on the other side, and counts when
 the anchor's path between two observations cut the line within its two ends — so a box
 jittering inside the band counts nothing, an object that jumps the line between two frames
-still counts, and one passing beyond an end of the line does not. Positive to negative is
-``in``, negative to positive ``out``. Tracks with id -1 are never given to it.
+still counts, and one passing beyond an end of the line does not. The band is at least
+``jitter_band`` times the track's own jitter (how far across the line its anchor lands
+from where its motion put it, averaged): a box that wobbles, as a turning object's or one
+boxed now whole and now in part does, must get past its wobble to count. Positive to
+negative is ``in``, negative to positive ``out``. Tracks with id -1 are never given to it.
 
-Rules against the tracker's mistakes, each off by default (measured on the counting set,
-docs/BENCHMARKS.md, none helped on both its parts): a smoothed anchor, a side reached only
-after ``settle_frames`` observations beyond the band, an anchor landing far from where its
-track's motion put it taken for another object (``max_jump``), a track born where the
-motion of one just lost has taken it taking over its side (``relink_frames``), one count per
-direction per track. A track the tracker confirms late (the fast-object chains) hands its
+Rules against the tracker's mistakes (measured on the counting set, docs/BENCHMARKS.md): a
+track born where the motion of one just lost has taken it takes over its side
+(``relink_frames``, on: an object that crossed hidden behind something counts); off, as
+none helped on both its parts: a smoothed anchor, a side reached only after
+``settle_frames`` observations beyond the band, an anchor landing far from where its
+track's motion put it taken for another object (``max_jump``), one count per direction per
+track. A track the tracker confirms late (the fast-object chains) hands its
 earlier boxes to ``update`` (``before``): the line judges its whole path.
 """
 
@@ -28,6 +32,7 @@ import numpy as np
 from pipelines.analytics.config import Anchor, LineConfig
 
 STALE_FRAMES = 900  # a track unseen this many frames is forgotten (its id will not return)
+JITTER_MEMORY = 0.8  # the weight of a track's past jitter in its next (``jitter_band``)
 
 
 def anchors(xyxy: np.ndarray, anchor: Anchor) -> np.ndarray:
@@ -50,6 +55,8 @@ class _TrackSide:
     beyond: int = 0  # observations in a row it has been there
     counted: set[str] = field(default_factory=set)  # directions counted (once_per_track)
     velocity: tuple[float, float] | None = None  # its anchor's pixels a frame, smoothed
+    jitter: float = 0.0  # how far across the line its anchor lands from where its motion
+    # put it, smoothed (pixels): how much its boxes wobble
 
 
 @dataclass(slots=True)
@@ -124,6 +131,7 @@ class LineCounter:
                 self._tracks[tid] = _TrackSide(point, side, seen=self._frame, height=height)
                 return None
             self._tracks[tid] = state
+        band = max(band, config.jitter_band * self._jitter(state, point))
         if self._jumped(state, point, height):  # another object under this id from here
             state = _TrackSide(point, self._side(self._distance(point), band),
                                seen=self._frame, height=height)
@@ -161,6 +169,21 @@ class LineCounter:
                 state.counted.add(crossed)
         state.settled, state.pending, state.beyond = side, 0, 0
         return crossed
+
+    def _jitter(self, state: _TrackSide, point: tuple[float, float]) -> float:
+        """The track's jitter with ``point`` observed: how far across the line it lands
+        from where the track's motion put it, averaged over its last observations (0
+        until it has a motion). A box that wobbles as its object turns, or as a detector
+        boxes it now whole and now in part, wobbles its anchor across a line it glides
+        along or stands on: its band widens with it."""
+        if state.velocity is None:
+            return state.jitter
+        gap = max(self._frame - state.seen, 1)
+        expected = (state.point[0] + state.velocity[0] * gap,
+                    state.point[1] + state.velocity[1] * gap)
+        off = abs(self._distance(point) - self._distance(expected))
+        state.jitter = JITTER_MEMORY * state.jitter + (1 - JITTER_MEMORY) * off
+        return state.jitter
 
     def _jumped(self, state: _TrackSide, point: tuple[float, float], height: float) -> bool:
         """With ``max_jump``: whether ``point`` lies too far from where the track's motion
