@@ -160,7 +160,7 @@ def test_a_false_box_flickering_at_random_makes_no_fast_track(seed):
         assert (out.track_id < FIRST_ID).all()
 
 
-def _glide(wobble: float, seed: int) -> list[float]:
+def _on_the_line_wobbling(wobble: float, seed: int) -> list[float]:
     """An object coming from the left onto the line (x = 100), on it for 5 s with its box
     wobbling up to ``wobble`` px either side (a turning shape's box, a detector's box now
     of the whole object, now of a part), then going on to the right."""
@@ -173,7 +173,7 @@ def test_a_box_wobbling_across_the_line_it_stands_on_counts_once(seed):
     """The wobble (6 px) is three times the hysteresis band (0.1 x 20 px): with the band
     held to the hysteresis each wobble across is a crossing; widened to twice the track's
     own jitter, only the object's passage counts."""
-    xs = _glide(6.0, seed)
+    xs = _on_the_line_wobbling(6.0, seed)
     counter = LineCounter(DOWN)
     walk(counter, xs)
     assert counter.counts == {"in": 1, "out": 0}
