@@ -178,10 +178,7 @@ class LineCounter:
         along or stands on: its band widens with it."""
         if state.velocity is None:
             return state.jitter
-        gap = max(self._frame - state.seen, 1)
-        expected = (state.point[0] + state.velocity[0] * gap,
-                    state.point[1] + state.velocity[1] * gap)
-        off = abs(self._distance(point) - self._distance(expected))
+        off = abs(self._distance(point) - self._distance(self._expected(state)))
         state.jitter = JITTER_MEMORY * state.jitter + (1 - JITTER_MEMORY) * off
         return state.jitter
 
@@ -195,11 +192,19 @@ class LineCounter:
             state.velocity = step
             return False
         vx, vy = state.velocity
-        off = float(np.hypot(point[0] - (x + vx * gap), point[1] - (y + vy * gap)))
+        ex, ey = self._expected(state)
+        off = float(np.hypot(point[0] - ex, point[1] - ey))
         if self.config.max_jump and off > self.config.max_jump * max(height, state.height, 1.0):
             return True
         state.velocity = (0.5 * vx + 0.5 * step[0], 0.5 * vy + 0.5 * step[1])
         return False
+
+    def _expected(self, state: _TrackSide) -> tuple[float, float]:
+        """Where the track's motion puts its anchor on this frame (where it was last seen,
+        until it has a motion)."""
+        vx, vy = state.velocity or (0.0, 0.0)
+        gap = max(self._frame - state.seen, 1)
+        return state.point[0] + vx * gap, state.point[1] + vy * gap
 
     @staticmethod
     def _side(distance: float, band: float) -> int:
@@ -218,9 +223,8 @@ class LineCounter:
             gap = self._frame - state.seen
             if not 0 < gap <= frames or tid in self._present:
                 continue  # not lost lately, or in this frame (not handled yet)
-            vx, vy = state.velocity or (0.0, 0.0)
-            d = float(np.hypot(point[0] - state.point[0] - vx * gap,
-                               point[1] - state.point[1] - vy * gap))
+            ex, ey = self._expected(state)
+            d = float(np.hypot(point[0] - ex, point[1] - ey))
             if d <= max(height, state.height, 1.0) and d < nearest:
                 best, nearest = tid, d
         return None if best is None else self._tracks.pop(best)
