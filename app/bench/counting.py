@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from app.bench.occluded import occluded_tracking
 from app.recipes.track_eval import score_tracking
 from app.run.sources import stream_ids
 from models.counting_data import (
@@ -60,6 +61,9 @@ RULES: dict[str, Rule] = {
     "jitter_band 0, relink_frames 0 (before)": _lines(jitter_band=0.0, relink_frames=0),
     "jitter_band 0": _lines(jitter_band=0.0),
     "relink_frames 0": _lines(relink_frames=0),
+    "stitch_frames 0": _track(stitch_frames=0),
+    "stitch_frames 0, relink_frames 0": lambda a: _track(stitch_frames=0)(
+        _lines(relink_frames=0)(a)),
     "bytetrack, no fast objects (before)": _track(kind="bytetrack", fast_objects=False),
     "no fast objects": _track(fast_objects=False),
     "duplicate_iou 0": _track(duplicate_iou=0.0),
@@ -137,9 +141,11 @@ def bench_counting(console: Console, everys: list[int], out: Path,
             {"quality": r["quality"], "split": r["split"], "detect_every": r["detect_every"],
              **replayed_error(Path(r["run"]), r["quality"], r["split"], rule,
                               r["detect_every"])} for r in rows]
+    report["occluded_tracking"] = occluded_tracking(out)
     console.print(_table(rows))
     if report["rules"]:
         console.print(_rules_table(report["rules"]))
+    console.print(_occluded_table(report["occluded_tracking"]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(report, indent=2))
     console.print(f"wrote {out / 'bench.json'}")
@@ -175,4 +181,16 @@ def _rules_table(rules: dict[str, list[dict[str, Any]]]) -> Table:
             crossings = sum(r["crossings"] for r in chosen)
             cells.append(f"{errors}/{crossings} ({errors / crossings:.1%})" if crossings else "-")
         table.add_row(name, *cells)
+    return table
+
+
+def _occluded_table(scores: dict[str, Any]) -> Table:
+    table = Table(title="The occluded tracking clips, replayed per tracker (HOTA / IDF1 / "
+                        "ID switches)")
+    for column in ("model, N, tracker", "both clips", "occluded-0", "occluded-1"):
+        table.add_column(column, justify="right")
+    for name, s in scores.items():
+        cells = [s["overall"], *(s["per_clip"][c] for c in ("occluded-0", "occluded-1"))]
+        table.add_row(name, *(f"{c['HOTA']:.1f} / {c['IDF1']:.1f} / {c['IDSW']}"
+                              for c in cells))
     return table

@@ -34,6 +34,7 @@ SEARCH: dict[str, tuple[Any, ...]] = {
     "confirm_frames": (1, 2, 3, 4),
     "min_iou": (0.05, 0.1, 0.2, 0.3),
     "duplicate_iou": (0.0, 0.5, 0.6, 0.8),
+    "stitch_frames": (0, 30, 60, 90),
 }
 PASSES = 2
 

@@ -46,9 +46,11 @@ class TrackerSettings(Checked):
     # object the model named twice: only that box is tracked, the other keeps no track id
     # (0: every box is tracked; 0.6 measured on the counting set, docs/BENCHMARKS.md)
     duplicate_iou: Number = Field(default=0.6, ge=0.0, le=1.0)
-    # boxes no track took, linked by constant motion: an object moving more than half its
-    # size a frame gets a track of its own (pipelines/analytics/fast.py)
+    # boxes no track took linked by constant motion: fast objects' tracks (analytics/fast.py)
     fast_objects: StrictBool = True
+    # a new track takes the id of one lost at most this many frames (30 fps) before, near
+    # where its motion has taken it (analytics/stitch.py; 60 measured); 0: off
+    stitch_frames: Count = Field(default=60, ge=0, le=900)
 
 
 class LineConfig(Checked):

@@ -36,7 +36,7 @@ class _Chain:
     def predicted(self, pts: float) -> np.ndarray:
         """Its box at ``pts``: the last one moved on at the speed of its last step."""
         (a, b), (ta, tb) = self.boxes[-2:], self.times[-2:]
-        velocity = (_centre(b) - _centre(a)) / max(tb - ta, 1e-6)
+        velocity = (box_centres(b) - box_centres(a)) / max(tb - ta, 1e-6)
         return b + np.tile(velocity * (pts - tb), 2)
 
     def then(self, box: np.ndarray, pts: float) -> _Chain:
@@ -86,13 +86,13 @@ class FastLinker:
 
     def _fits(self, last: np.ndarray, cls: int, boxes: np.ndarray, class_id: np.ndarray,
               free: np.ndarray) -> np.ndarray:
-        ratio = _side(boxes) / _side(last)
+        ratio = box_sides(boxes) / box_sides(last)
         return free & (class_id == cls) & (ratio <= SIZE_RATIO) & (ratio >= 1 / SIZE_RATIO)
 
     def _predicted_box(self, chain: _Chain, boxes: np.ndarray, class_id: np.ndarray,
                        free: np.ndarray, pts: float) -> int:
         """The row of the box nearest where ``chain`` is now, within GATE (-1: none)."""
-        off = _centre_distance(chain.predicted(pts), boxes) / _side(chain.boxes[-1])
+        off = _centre_distance(chain.predicted(pts), boxes) / box_sides(chain.boxes[-1])
         fits = self._fits(chain.boxes[-1], chain.class_id, boxes, class_id, free) & (off <= GATE)
         return int(np.argmin(np.where(fits, off, np.inf))) if fits.any() else -1
 
@@ -103,18 +103,18 @@ class FastLinker:
         frames = (pts - chain.times[-1]) * self.fps
         if frames <= 0:
             return np.zeros(0, np.intp)
-        away = _centre_distance(chain.boxes[-1], boxes) / _side(chain.boxes[-1]) / frames
+        away = _centre_distance(chain.boxes[-1], boxes) / box_sides(chain.boxes[-1]) / frames
         fits = self._fits(chain.boxes[-1], chain.class_id, boxes, class_id, free) & \
             (away >= MIN_SPEED)
         rows = np.flatnonzero(fits)
         return rows[np.argsort(away[rows], kind="stable")][:HYPOTHESES]
 
 
-def _centre(boxes: np.ndarray) -> np.ndarray:
+def box_centres(boxes: np.ndarray) -> np.ndarray:
     return (boxes[..., :2] + boxes[..., 2:]) / 2
 
 
-def _side(boxes: np.ndarray) -> np.ndarray:
+def box_sides(boxes: np.ndarray) -> np.ndarray:
     """Boxes' sizes: the square root of their areas (at least a pixel)."""
     w = np.maximum(boxes[..., 2] - boxes[..., 0], 0.0)
     h = np.maximum(boxes[..., 3] - boxes[..., 1], 0.0)
@@ -122,4 +122,4 @@ def _side(boxes: np.ndarray) -> np.ndarray:
 
 
 def _centre_distance(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    return np.hypot(*(_centre(boxes) - _centre(box)).T)
+    return np.hypot(*(box_centres(boxes) - box_centres(box)).T)

@@ -5,7 +5,10 @@ vidpipe's Detections.
 (a box no track has taken yet, or a track not confirmed: those ids are never reported).
 With ``fast_objects``, the boxes the library's tracker left without an id go on to the
 fast-object chains (``pipelines/analytics/fast.py``); a chain confirmed on this frame leaves
-its earlier boxes in ``confirmed`` for the lines.
+its earlier boxes in ``confirmed`` for the lines. With ``stitch_frames``, the ids then go
+through the stitcher (``pipelines/analytics/stitch.py``): a track new to it takes the id of
+one lost lately near where that one's motion has taken it (an object hidden longer than
+the library keeps a lost track keeps its id).
 ``between`` gives the boxes of the frames the detector skipped (``--detect-every N``): each
 object seen on both detected frames around them, moved in proportion of time along the line
 between its two boxes — so a skipped frame is never a guess past what the detector saw. An
@@ -29,6 +32,7 @@ import numpy as np
 
 from pipelines.analytics.config import TrackerSettings
 from pipelines.analytics.fast import FastLinker
+from pipelines.analytics.stitch import Stitcher
 from pipelines.analytics.timeline import Timeline
 from pipelines.errors import ConfigError
 from pipelines.frame import Detections
@@ -97,6 +101,8 @@ class StreamTracker:
         self._tracker = cls(**{k: v for k, v in wanted.items() if k in accepted})
         self.settings = settings
         self._fast = FastLinker(fps) if settings.fast_objects else None
+        self._stitch = Stitcher(settings.stitch_frames / 30.0) if settings.stitch_frames \
+            else None
         # tracks confirmed on the last detected frame: their boxes before it, oldest first
         self.confirmed: dict[int, np.ndarray] = {}
         self.last: Observed | None = None  # the last detected frame
@@ -122,6 +128,10 @@ class StreamTracker:
             left = kept[ids[kept] < 0]
             ids[left] = self._fast.update(detections.xyxy[left], detections.class_id[left], pts)
             self.confirmed = self._fast.confirmed
+        if self._stitch is not None:
+            names = self._stitch.rename(ids, detections.xyxy, detections.class_id, pts)
+            self.confirmed = {int(names[ids == t][0]): b for t, b in self.confirmed.items()}
+            ids = names
         out = Detections(detections.xyxy, detections.score, detections.class_id, ids)
         self.last = Observed(out, pts)
         return out

@@ -34,7 +34,8 @@ def tune_tracker(
 ) -> None:
     """Run MODEL once over a labelled clip, then track its boxes again under each setting of
     the tracker (lost-track time, frames to confirm, overlap to associate, duplicate boxes,
-    thresholds from the model's own scores), keeping what raises HOTA; print HOTA, IDF1, ID
+    how long a lost track's id waits for its object, thresholds from the model's own
+    scores), keeping what raises HOTA; print HOTA, IDF1, ID
     switches (and the count error) before and after, and write the settings to the card.
 
     Tune on one clip and check on others (`vidpipe model evaluate --track`): settings that
