@@ -35,8 +35,8 @@ def tune_tracker(
     """Run MODEL once over a labelled clip, then track its boxes again under each setting of
     the tracker (lost-track time, frames to confirm, overlap to associate, duplicate boxes,
     how long a lost track's id waits for its object, thresholds from the model's own
-    scores), keeping what raises HOTA; print HOTA, IDF1, ID
-    switches (and the count error) before and after, and write the settings to the card.
+    scores), keeping what raises HOTA; print HOTA, IDF1, ID switches (and the count error)
+    before and after, and write the settings to the card.
 
     Tune on one clip and check on others (`vidpipe model evaluate --track`): settings that
     only fit the clip they were found on are worth nothing."""
