@@ -7,12 +7,11 @@ tracker differs. The clips: lanes of shapes with bars sweeping in front (``occlu
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from app.bench.tracking import MIDDLE, tracking_clips
-from app.recipes.track_eval import mot_figures, score_tracking
+from app.recipes.track_eval import evaluate_rows, mot_figures, score_tracking
 from app.run.sources import stream_ids
 from models.tracking_data import mot_truth_path
 from models.zoo import resolve_model
@@ -52,19 +51,12 @@ def _scored(streams: dict[str, Any], clips: list[Path], config: AnalyticsConfig,
             spec: Any) -> dict[str, Any]:
     """The recorded streams replayed under ``config``, their tracks scored against the
     clips' MOT truth."""
-    from trackers.eval import evaluate_mot_sequences
-
-    with tempfile.TemporaryDirectory() as folder:
-        truth_dir, found_dir = Path(folder) / "gt", Path(folder) / "tracks"
-        truth_dir.mkdir()
-        found_dir.mkdir()
-        for sid, clip in zip(stream_ids(clips), clips, strict=True):
-            rows: list[str] = []
-            frames = streams.get(sid, [])
-            replay(frames, sid, config, spec, stream_fps(frames), mot=rows)
-            (truth_dir / f"{sid}.txt").write_text(mot_truth_path(clip).read_text())
-            (found_dir / f"{sid}.txt").write_text("".join(rows))
-        result = evaluate_mot_sequences(truth_dir, found_dir,
-                                        metrics=["CLEAR", "HOTA", "Identity"])
+    truth, tracks = {}, {}
+    for sid, clip in zip(stream_ids(clips), clips, strict=True):
+        rows: list[str] = []
+        frames = streams.get(sid, [])
+        replay(frames, sid, config, spec, stream_fps(frames), mot=rows)
+        truth[sid], tracks[sid] = mot_truth_path(clip).read_text(), "".join(rows)
+    result = evaluate_rows(truth, tracks)
     return {"overall": mot_figures(result.aggregate),
             "per_clip": {sid: mot_figures(r) for sid, r in result.sequences.items()}}

@@ -11,6 +11,7 @@ same ``LineCounter`` — so a count is exact when every crossing is tracked.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,20 @@ def score_tracking(model_path: Path, spec: ModelSpec, clips: Sequence[Path], out
                   "truth": truth_crossings(truth, line)}
             for sid, truth in zip(ids, truths, strict=True)}
     return scores
+
+
+def evaluate_rows(truth: dict[str, str], tracks: dict[str, str]) -> Any:
+    """``trackers.eval``'s result for MOT rows held in memory (sequence -> text), written to a
+    folder of their own that goes with the call."""
+    from trackers.eval import evaluate_mot_sequences
+
+    with tempfile.TemporaryDirectory() as folder:
+        truth_dir, found_dir = Path(folder) / "gt", Path(folder) / "tracks"
+        for directory, rows in ((truth_dir, truth), (found_dir, tracks)):
+            directory.mkdir()
+            for name, text in rows.items():
+                (directory / f"{name}.txt").write_text(text)
+        return evaluate_mot_sequences(truth_dir, found_dir, metrics=["CLEAR", "HOTA", "Identity"])
 
 
 def mot_figures(result: Any) -> dict[str, float]:

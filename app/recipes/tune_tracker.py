@@ -11,7 +11,6 @@ error.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from app.recipes.track_eval import mot_figures
+from app.recipes.track_eval import evaluate_rows, mot_figures
 from app.run.runner import run_files
 from models.counting_truth import count_error
 from models.spec import ModelSpec
@@ -119,20 +118,12 @@ class _Scorer:
         self.evaluations = 0
 
     def score(self, settings: dict[str, Any]) -> dict[str, Any]:
-        from trackers.eval import evaluate_mot_sequences
-
         self.evaluations += 1
         config = AnalyticsConfig(track=TrackerSettings.model_validate(settings),
                                  lines=self.lines)
         rows: list[str] = []
         replayed = replay(self.frames, "clip", config, self.spec, self.fps, mot=rows)
-        with tempfile.TemporaryDirectory() as tmp:
-            gt, found = Path(tmp) / "gt", Path(tmp) / "tracks"
-            gt.mkdir()
-            found.mkdir()
-            (gt / "clip.txt").write_text(self.truth_rows)
-            (found / "clip.txt").write_text("".join(rows))
-            result = evaluate_mot_sequences(gt, found, metrics=["HOTA", "Identity", "CLEAR"])
+        result = evaluate_rows({"clip": self.truth_rows}, {"clip": "".join(rows)})
         figures: dict[str, Any] = {k: v for k, v in mot_figures(result.aggregate).items()
                                    if k in ("HOTA", "IDF1", "IDSW")}
         if self.counts is not None:
