@@ -4,9 +4,10 @@ groups, pass behind bars, at speeds up to 3 sizes a frame), per detector quality
 detection interval; and what each counting rule changes, replayed on the boxes the same runs
 recorded (``pipelines/analytics/replay.py``), so every rule is judged on the same detections.
 
-Qualities: the shipped FP32 shapes model, its pruned INT8, and a weak detector — the FP32
-model on the same clips under strong noise and defocus. The count error of a set is the sum
-over clips, lines and directions of |found - truth|, over the true crossings.
+Qualities: the shipped FP32 shapes model, its pruned INT8, a weak detector — the FP32 model
+on the same clips under strong noise and defocus — and a perfect one, the truth's boxes
+(``app/bench/perfect.py``): what is left to the tracker and the counter. The count error of
+a set is the sum over clips, lines and directions of |found - truth|, over the true crossings.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.bench.occluded import occluded_tracking
+from app.bench.perfect import replayed_run, write_truth_run
 from app.recipes.track_eval import score_tracking
 from app.run.sources import stream_ids
 from models.counting_data import (
@@ -39,7 +41,9 @@ from pipelines.options import PipelineOptions
 CLIPS_DIR = Path("build/counting")
 FP32 = "models/zoo/shapes-yolo/model.onnx"
 INT8 = "models/zoo/shapes-yolo/model.pruned50.int8.onnx"
-QUALITIES = {"fp32": (FP32, False), "int8": (INT8, False), "weak": (FP32, True)}
+PERFECT = "perfect"  # no model: the truth's boxes, FP32's card (its classes) to name them
+QUALITIES = {"fp32": (FP32, False), "int8": (INT8, False), "weak": (FP32, True),
+             PERFECT: (FP32, False)}
 SPLITS = {"tune": TUNE_SEEDS, "held-out": HELD_OUT_SEEDS}
 
 Rule = Callable[[AnalyticsConfig], AnalyticsConfig]
@@ -67,7 +71,9 @@ RULES: dict[str, Rule] = {
     "bytetrack, no fast objects (before)": _track(kind="bytetrack", fast_objects=False),
     "no fast objects": _track(fast_objects=False),
     "duplicate_iou 0": _track(duplicate_iou=0.0),
-    "confirm_frames 3": _track(confirm_frames=3),
+    "confirm 2 detections (before)": lambda a: _track(confirm_frames=2 * a.detect_every)(a),
+    "confirm_frames 2": _track(confirm_frames=2),
+    "confirm_frames 4": _track(confirm_frames=4),
     "lost_frames 60": _track(lost_frames=60),
     "hysteresis 0.3": _lines(hysteresis=0.3),
     "smoothing 0.5": _lines(smoothing=0.5),
@@ -95,21 +101,28 @@ def truths(clips: list[Path]) -> dict[str, dict[str, Any]]:
 
 
 def record(quality: str, split: str, every: int, out: Path) -> dict[str, Any]:
-    """One pipeline run over a split's clips with the quality's model: its tracking scores
-    and count error; its boxes kept in ``out`` for the rules' replays."""
+    """One pipeline run over a split's clips with the quality's model (the perfect one's: its
+    truth boxes written as a run and replayed): its tracking scores and count error; its boxes
+    kept in ``out`` for the rules' replays."""
     model, noisy = QUALITIES[quality]
     path, spec = resolve_model(model)
     clips = clips_of(split, noisy)
-    scores = score_tracking(path, spec, clips, out, PipelineOptions(analytics=analytics(every)))
-    summary = json.loads((out / "summary.json").read_text())
-    found = {sid: s["analytics"]["lines"] for sid, s in summary["streams"].items()}
-    zone_errors = sum(abs(summary["streams"][sid]["analytics"]["zones"][ZONE[0]][k] - t[k])
+    fps = None
+    if quality == PERFECT:
+        counts, scores = replayed_run(write_truth_run(clips, every, out), clips,
+                                      analytics(every), spec)
+    else:
+        run = score_tracking(path, spec, clips, out, PipelineOptions(analytics=analytics(every)))
+        summary = json.loads((out / "summary.json").read_text())
+        counts = {sid: s["analytics"] for sid, s in summary["streams"].items()}
+        scores, fps = run.overall, round(run.frames / run.wall_s, 1)
+    zone_errors = sum(abs(counts[sid]["zones"][ZONE[0]][k] - t[k])
                       for sid, c in truths(clips).items() for k in ("entered", "exited")
                       for t in [c["zones"][ZONE[0]]])
+    found = {sid: c["lines"] for sid, c in counts.items()}
     return {"quality": quality, "split": split, "detect_every": every,
-            "HOTA": scores.overall["HOTA"], "IDF1": scores.overall["IDF1"],
-            "IDSW": scores.overall["IDSW"], "fps": round(scores.frames / scores.wall_s, 1),
-            "zone_errors": zone_errors, **count_error(found, truths(clips)),
+            "HOTA": scores["HOTA"], "IDF1": scores["IDF1"], "IDSW": scores["IDSW"],
+            "fps": fps, "zone_errors": zone_errors, **count_error(found, truths(clips)),
             "run": str(out)}
 
 

@@ -30,7 +30,7 @@ from pipelines.options import PipelineOptions
 
 SEARCH: dict[str, tuple[Any, ...]] = {
     "lost_frames": (10, 20, 30, 60, 90),
-    "confirm_frames": (1, 2, 3, 4),
+    "confirm_frames": (1, 2, 3, 4, 6),
     "min_iou": (0.05, 0.1, 0.2, 0.3),
     "duplicate_iou": (0.0, 0.5, 0.6, 0.8),
     "stitch_frames": (0, 30, 60, 90),

@@ -33,14 +33,14 @@ class TrackerSettings(Checked):
     """The tracker (Roboflow's ``trackers``). ``activation`` (the least score that starts a
     track) and ``high`` (ByteTrack's first-stage score) default to the model's score threshold:
     the library's 0.7/0.6, tuned for COCO detectors, start no track on a model whose scores
-    run lower. ``lost_frames``: how long a lost track is kept (30 fps frames, scaled by the
-    stream's rate); ``confirm_frames``: detections in a row before a track gets an id."""
+    run lower. In frames at 30 fps, whatever the rate and ``detect_every``: ``lost_frames`` (how
+    long a lost track is kept), ``confirm_frames`` (how long a new one is seen before its id)."""
 
     kind: TrackerKind = DEFAULT_TRACKER
     activation: Annotated[float, Field(ge=0.0, le=1.0), JSON_NUMBER] | None = None
     high: Annotated[float, Field(ge=0.0, le=1.0), JSON_NUMBER] | None = None
     lost_frames: Count = Field(default=30, ge=0)
-    confirm_frames: Count = Field(default=2, ge=1)
+    confirm_frames: Count = Field(default=3, ge=1)
     min_iou: Number = Field(default=0.1, gt=0.0, le=1.0)
     # boxes of another class overlapping a higher-scoring box at least this much are one
     # object the model named twice: only that box is tracked, the other keeps no track id

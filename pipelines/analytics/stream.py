@@ -35,6 +35,13 @@ ANALYTICS_EVENTS = ("line_cross", "zone_enter", "zone_exit", "loiter", "crowd_be
                     "crowd_end")
 
 
+def detect_interval(config: AnalyticsConfig, fps: float) -> float:
+    """Seconds between the frames the model sees while objects move (motion gating skips
+    only frames with none)."""
+    every = config.detect_every / fps
+    return max(every, 1.0 / config.detect_fps) if config.detect_fps is not None else every
+
+
 def class_ids(names: list[str] | None, spec: ModelSpec, where: str) -> set[int] | None:
     """The model's class ids of ``names`` (None: every class); ConfigError for a label the
     model does not have."""
@@ -67,7 +74,8 @@ class StreamAnalytics:
         self.stream, self.config, self.spec = stream, config, spec
         self.fps = fps or 30.0
         self.tracker = StreamTracker(fitted(config.track, spec.tracker),
-                                     spec.output.score_threshold, self.fps)
+                                     spec.output.score_threshold, self.fps,
+                                     detect_interval(config, self.fps))
         self.lines = [LineCounter(c, class_ids(c.classes, spec, f"line {c.name}"))
                       for c in config.lines]
         self.zones = [ZoneMonitor(c, class_ids(c.classes, spec, f"zone {c.name}"))

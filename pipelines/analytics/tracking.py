@@ -25,6 +25,7 @@ with ``--no-deps`` (Makefile, Dockerfiles) and its own dependencies are vidpipe'
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,11 +78,20 @@ def fitted(settings: TrackerSettings, card: dict[str, Any]) -> TrackerSettings:
         raise ConfigError(f"the model card's tracker settings: {e}") from None
 
 
+def confirm_detections(confirm_frames: int, interval_s: float) -> int:
+    """Detections in a row a track needs before it gets an id: as many as cover
+    ``confirm_frames`` frames at 30 fps when the model sees a frame every ``interval_s``
+    seconds (each detection stands for the time up to the next), at least one."""
+    return max(1, math.ceil(confirm_frames / (30.0 * interval_s) - 0.01))  # pts rounding
+
+
 class StreamTracker:
     """``score_threshold``: the model's (the default activation and high thresholds);
-    ``fps``: the stream's rate (the library counts lost frames at 30 fps)."""
+    ``fps``: the stream's rate (the library counts lost frames at 30 fps);
+    ``interval_s``: the time between the model's frames (None: one frame's)."""
 
-    def __init__(self, settings: TrackerSettings, score_threshold: float, fps: float) -> None:
+    def __init__(self, settings: TrackerSettings, score_threshold: float, fps: float,
+                 interval_s: float | None = None) -> None:
         trackers, self._sv = _library()
         kinds = {"bytetrack": trackers.ByteTrackTracker, "botsort": trackers.BoTSORTTracker,
                  "ocsort": trackers.OCSORTTracker, "sort": trackers.SORTTracker}
@@ -91,7 +101,8 @@ class StreamTracker:
                   "track_activation_threshold": activation,
                   "high_conf_det_threshold": settings.high if settings.high is not None
                   else activation,
-                  "minimum_consecutive_frames": settings.confirm_frames,
+                  "minimum_consecutive_frames": confirm_detections(
+                      settings.confirm_frames, interval_s or 1.0 / (fps or 30.0)),
                   "minimum_iou_threshold": settings.min_iou,
                   "minimum_iou_threshold_first_assoc": settings.min_iou,
                   "enable_cmc": False,  # BoT-SORT's camera motion needs the picture: not kept

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
-from pipelines.analytics.tracking import StreamTracker
+from pipelines.analytics.stream import detect_interval
+from pipelines.analytics.tracking import StreamTracker, confirm_detections
 from pipelines.frame import Detections
 from tests.pipelines.test_pipeline import assert_books_balance, build
 from tests.support.fakes import FakeBackend, FakeSource, ListSink
@@ -23,10 +24,28 @@ def moving(frame: int, score: float = 0.9) -> Detections:
 def test_confirmed_tracks_get_stable_ids_and_unconfirmed_ones_none():
     tracker = StreamTracker(TrackerSettings(), score_threshold=0.25, fps=30)
     seen = [tracker.update(moving(k), k / 30).track_id.tolist() for k in range(10)]
-    assert seen[0] == [-1, -1]  # one detection is not a confirmed track yet
-    ids = seen[1]
+    assert seen[0] == seen[1] == [-1, -1]  # seen for 2 frames: not a confirmed track yet
+    ids = seen[2]  # the default confirm_frames, 3
     assert -1 not in ids and len(set(ids)) == 2
-    assert all(s == ids for s in seen[1:])
+    assert all(s == ids for s in seen[2:])
+
+
+@pytest.mark.parametrize("fps, every, asked, confirmed_on", [
+    (30, 1, 3, 3), (30, 2, 2, 2), (30, 3, 1, 2), (15, 1, 2, 2), (25, 1, 3, 3), (60, 1, 6, 6)])
+def test_a_track_is_confirmed_after_the_same_time_at_every_rate_and_interval(fps, every, asked,
+                                                                             confirmed_on):
+    """``confirm_frames`` is a time (frames at 30 fps): the detections asked of the library
+    are as many as cover it, each standing for the interval up to the next; at least one.
+    The library names a track on its second detection at the earliest (one asked: a track
+    missed after its first detection is kept as a lost one, not dropped). The objects come
+    after an empty frame: nothing is confirmed on a tracker's very first frame."""
+    assert confirm_detections(TrackerSettings().confirm_frames, every / fps) == asked
+    tracker = StreamTracker(TrackerSettings(), 0.25, fps, interval_s=every / fps)
+    tracker.update(Detections.empty(), 0.0)
+    seen = [tracker.update(moving(k * every), k * every / fps).track_id.tolist()
+            for k in range(1, 9)]
+    first = next(k for k, ids in enumerate(seen) if -1 not in ids)
+    assert first + 1 == confirmed_on
 
 
 def test_a_model_scoring_low_still_starts_tracks():
@@ -160,7 +179,7 @@ def test_a_stream_whose_pts_go_back_keeps_its_tracks():
     pts = [k / 30 for k in range(10)] + [k / 30 for k in range(10)]
     seen = [tracker.update(moving(k), t).track_id.tolist() for k, t in enumerate(pts)]
     assert seen[5] == seen[15] and -1 not in seen[15]
-    assert all(s == seen[1] for s in seen[1:])
+    assert all(s == seen[2] for s in seen[2:])
 
 
 @pytest.mark.parametrize("every, lazy", [(1, False), (3, True)])
@@ -186,3 +205,13 @@ def test_a_file_detected_every_nth_frame_converts_only_the_pictures_asked_for(sm
             backends.runtime.close()
     assert pictures and all((p.image is None) == lazy for p in pictures)
     assert all(p.load is not None for p in pictures) == lazy
+
+
+@pytest.mark.parametrize("every, detect_fps, fps, interval", [
+    (1, None, 30, 1 / 30), (3, None, 30, 0.1), (1, 5.0, 30, 0.2), (1, 60.0, 30, 1 / 30)])
+def test_the_tracker_is_told_the_time_between_the_models_frames(every, detect_fps, fps,
+                                                                interval):
+    """What confirm_frames is converted with: ``--detect-every`` frames of the stream, or
+    ``--detect-fps``'s interval (never shorter than a frame)."""
+    config = AnalyticsConfig(track=TrackerSettings(), detect_every=every, detect_fps=detect_fps)
+    assert detect_interval(config, fps) == pytest.approx(interval)

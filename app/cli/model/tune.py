@@ -24,7 +24,8 @@ def tune_tracker(
         "set's), the count error is reported too.")] = None,
     detect_every: Annotated[int, typer.Option(
         "--detect-every", min=1, max=30, help="Fit the tracker to streams that run the model "
-        "on one frame in N (the settings that fit N = 1 may not fit N = 3).")] = 1,
+        "on one frame in N (its times are frames at 30 fps, but what fits N = 1 may still "
+        "not fit N = 3).")] = 1,
     write: Annotated[bool, typer.Option(
         "--write/--dry-run", help="Write the settings found to the model's card (what a "
         "stream's tracker takes where its own settings say nothing), or only print them.")]
@@ -33,7 +34,7 @@ def tune_tracker(
                                       "tune.json.")] = Path("out/tune-tracker"),
 ) -> None:
     """Run MODEL once over a labelled clip, then track its boxes again under each setting of
-    the tracker (lost-track time, frames to confirm, overlap to associate, duplicate boxes,
+    the tracker (lost-track time, time to confirm, overlap to associate, duplicate boxes,
     how long a lost track's id waits for its object, thresholds from the model's own
     scores), keeping what raises HOTA; print HOTA, IDF1, ID switches (and the count error)
     before and after, and write the settings to the card.
