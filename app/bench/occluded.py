@@ -13,12 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.tracking import MIDDLE, tracking_clips
-from app.recipes.track_eval import evaluate_rows, mot_figures, score_tracking
-from app.run.sources import stream_ids
-from models.tracking_data import mot_truth_path
+from app.recipes.track_eval import mot_figures, replay_scored, score_tracking
 from models.zoo import resolve_model
 from pipelines.analytics.config import AnalyticsConfig, TrackerSettings
-from pipelines.analytics.replay import recorded_streams, replay, stream_fps
+from pipelines.analytics.replay import recorded_streams
 from pipelines.options import PipelineOptions
 
 MODELS = {"fp32": "models/zoo/shapes-yolo/model.onnx",
@@ -58,12 +56,6 @@ def _scored(streams: dict[str, Any], clips: list[Path], config: AnalyticsConfig,
             spec: Any) -> dict[str, Any]:
     """The recorded streams replayed under ``config``, their tracks scored against the
     clips' MOT truth."""
-    truth, tracks = {}, {}
-    for sid, clip in zip(stream_ids(clips), clips, strict=True):
-        rows: list[str] = []
-        frames = streams.get(sid, [])
-        replay(frames, sid, config, spec, stream_fps(frames), mot=rows)
-        truth[sid], tracks[sid] = mot_truth_path(clip).read_text(), "".join(rows)
-    result = evaluate_rows(truth, tracks)
+    _, result = replay_scored(streams, clips, config, spec)
     return {"overall": mot_figures(result.aggregate),
             "per_clip": {sid: mot_figures(r) for sid, r in result.sequences.items()}}

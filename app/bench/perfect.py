@@ -12,13 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.recipes.track_eval import evaluate_rows, mot_figures
+from app.recipes.track_eval import mot_figures, replay_scored
 from app.run.sources import stream_ids
 from models.data import boxes_path
 from models.spec import ModelSpec
-from models.tracking_data import mot_truth_path
 from pipelines.analytics.config import AnalyticsConfig
-from pipelines.analytics.replay import recorded_streams, replay, stream_fps
+from pipelines.analytics.replay import recorded_streams
 
 
 def write_truth_run(clips: list[Path], every: int, out: Path) -> Path:
@@ -45,11 +44,5 @@ def replayed_run(path: Path, clips: list[Path], config: AnalyticsConfig,
                  spec: ModelSpec) -> tuple[dict[str, Any], dict[str, float]]:
     """A recorded run replayed under ``config``: each stream's counts, and its tracks' MOT
     scores against the clips' truth."""
-    counts, truth, tracks = {}, {}, {}
-    streams = recorded_streams(path)
-    for sid, clip in zip(stream_ids(clips), clips, strict=True):
-        frames = streams[sid]
-        rows: list[str] = []
-        counts[sid] = replay(frames, sid, config, spec, stream_fps(frames), mot=rows).counts
-        truth[sid], tracks[sid] = mot_truth_path(clip).read_text(), "".join(rows)
-    return counts, mot_figures(evaluate_rows(truth, tracks).aggregate)
+    counts, result = replay_scored(recorded_streams(path), clips, config, spec)
+    return counts, mot_figures(result.aggregate)

@@ -23,8 +23,9 @@ from app.run.runner import run_files
 from app.run.sources import stream_ids
 from models.spec import ModelSpec
 from models.tracking_data import mot_truth_path
-from pipelines.analytics.config import LineConfig
+from pipelines.analytics.config import AnalyticsConfig, LineConfig
 from pipelines.analytics.lines import LineCounter
+from pipelines.analytics.replay import RecordedFrame, replay, stream_fps
 from pipelines.errors import ConfigError
 from pipelines.options import PipelineOptions
 
@@ -104,6 +105,19 @@ def evaluate_rows(truth: dict[str, str], tracks: dict[str, str]) -> Any:
             for name, text in rows.items():
                 (directory / f"{name}.txt").write_text(text)
         return evaluate_mot_sequences(truth_dir, found_dir, metrics=["CLEAR", "HOTA", "Identity"])
+
+
+def replay_scored(streams: dict[str, list[RecordedFrame]], clips: Sequence[Path],
+                  config: AnalyticsConfig, spec: ModelSpec) -> tuple[dict[str, Any], Any]:
+    """Recorded streams replayed under ``config``: each clip's counts, and ``trackers.eval``'s
+    result for their tracks against the clips' MOT truth."""
+    counts, truth, tracks = {}, {}, {}
+    for sid, clip in zip(stream_ids(clips), clips, strict=True):
+        rows: list[str] = []
+        frames = streams.get(sid, [])
+        counts[sid] = replay(frames, sid, config, spec, stream_fps(frames), mot=rows).counts
+        truth[sid], tracks[sid] = mot_truth_path(clip).read_text(), "".join(rows)
+    return counts, evaluate_rows(truth, tracks)
 
 
 def mot_figures(result: Any) -> dict[str, float]:
