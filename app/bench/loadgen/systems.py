@@ -4,8 +4,10 @@ of its frame (an (N, 6) float32 array: x1, y1, x2, y2, score, class).
 ``EngineSUT`` is vidpipe's detector as the pipeline runs it — the engine's own inference
 (preparing each call's frames on its worker, batching across whatever is waiting, the
 thread plan's calls at once, double-buffered), postprocessing and sink stages
-(``pipelines.wiring.detector_stages``, as the service's shared detector wires them), on the
-device and runtime the options name; LoadGen's samples go in where decoded frames would.
+(``pipelines.wiring.detector_stages``, the stages the pipeline and the service's shared
+detector both build, here with the pipeline's settings: the plan's calls, one call queued,
+the options' batch wait), on the device and runtime the options name; LoadGen's samples go
+in where decoded frames would.
 ``HandLoopSUT`` is the loop people write by hand (``app.bench.handloop``'s structure): one
 thread, one frame at a time, letterbox -> ONNX Runtime -> box decoding and NMS.
 
