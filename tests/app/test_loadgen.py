@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.bench.loadgen import harness
-from app.bench.loadgen.bench import _server_rate
+from app.bench.loadgen.bench import _server_held, _server_rate
 from tests.support.cli import vidpipe
 
 pytest.importorskip("mlperf_loadgen", reason="mlcommons-loadgen is installed by make test")
@@ -65,6 +65,33 @@ def test_the_server_rate_is_the_highest_probe_within_the_bound(tmp_path: Path):
 
     rate = _server_rate(run, tmp_path, 400.0)
     assert 100 <= rate <= 120 and len(tried) == 5
+
+
+def test_each_server_run_over_the_bound_keeps_its_logs_and_figures(tmp_path: Path):
+    """A system that holds 100 queries a second and no more, asked 130: the full run is made
+    again at 117 and 105.3 (two retries), each run's logs kept apart, each listed, the
+    last in ``Server``; one within the bound is not made again."""
+    def run(scenario, folder, *, probe=False, given=None):
+        rate = given["server_target_qps"]
+        folder.mkdir(parents=True)
+        (folder / harness.SUMMARY).write_text(f"asked {rate}")
+        held = rate <= 100
+        return harness.Summary("Server", held, {
+            "99.00 percentile latency (ns)": str((60 if held else 900) * 1e6),
+            "Completed samples per second": str(min(rate, 100.0))})
+
+    given = {"server_target_qps": 130.0}
+    summary, over = _server_held(run, tmp_path, given, retries=2)
+    assert [o["target_qps"] for o in over] == [130.0, 117.0]
+    assert all(not o["valid"] and o["p99_ms"] == pytest.approx(900) for o in over)
+    assert given["server_target_qps"] == 105.3 and not summary.valid
+    assert (tmp_path / "Server-at-130" / harness.SUMMARY).read_text() == "asked 130.0"
+    assert (tmp_path / "Server-at-117" / harness.SUMMARY).read_text() == "asked 117.0"
+    assert (tmp_path / "Server" / harness.SUMMARY).read_text() == "asked 105.3"
+
+    within = tmp_path / "within"
+    summary, over = _server_held(run, within, {"server_target_qps": 90.0}, retries=2)
+    assert summary.valid and over == [] and [p.name for p in within.iterdir()] == ["Server"]
 
 
 def test_the_engine_s_batch_timeout_reaches_the_bench(monkeypatch, tmp_path: Path):
