@@ -119,7 +119,6 @@ def _measure(console: Console, system: Any, spec: ModelSpec, library: SampleLibr
                 given[EXPECTED_LATENCY[scenario]] = 0.8 * mean
         if scenario == "Server" and offline_rate:
             given["server_target_qps"] = _server_rate(run, folder, offline_rate)
-        if scenario == "Server" and "server_target_qps" in given:
             summary, over = _server_held(run, folder, given, 0 if short else SERVER_RETRIES)
             if over:
                 row["server_over_bound"] = over
