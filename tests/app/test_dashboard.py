@@ -134,7 +134,9 @@ def test_a_camera_that_cannot_be_reached_says_why_on_its_card(page, service):
 
     base, _ = service
     body = {"url": f"rtsp://127.0.0.1:{free_port()}/porch", "id": "porch"}
-    assert send_json("POST", f"{base}/api/streams", body)["id"] == "porch"
+    # forced past the headroom check, which this test is not about: on a slow machine the
+    # service's one playing camera fills the cores and a second is refused (409)
+    assert send_json("POST", f"{base}/api/streams?force=true", body)["id"] == "porch"
     try:
         page.goto(f"{base}/")
         expect(page.get_by_test_id("stream-porch-state")).to_have_text("unreachable",
