@@ -20,6 +20,7 @@ class StreamTimeline:
         self.offset = 0.0  # the source's pts -> this timeline
         self._epoch: int | None = None
         self._captured: float = 0.0  # the last frame's capture (monotonic s)
+        self._anchor: tuple[float, float] | None = None  # (last, _captured), read as one
         self._rebase = False  # a connection began without pts: its first pts sets the offset
 
     def at(self, pts: float | None, epoch: int, captured_at: float) -> tuple[float, float | None]:
@@ -48,12 +49,16 @@ class StreamTimeline:
             now = pts + self.offset
         self.last = now
         self._captured = captured_at
+        self._anchor = (now, captured_at)  # one assignment: other threads read it (now())
         return now, gap
 
     def now(self, monotonic: float) -> float | None:
-        """Where the timeline is at the ``monotonic`` moment (its last frame's pts plus the
-        time since that frame's capture); None before its first frame. A camera's recorded
-        input is placed on it (``pipelines.events.record``)."""
-        if self.last is None:
+        """Where the timeline is at the ``monotonic`` moment: its last frame's pts moved by
+        the time from that frame's capture to the moment (back, for a moment before it);
+        None before its first frame. Read from other threads (a camera's recorded input is
+        placed on it, ``pipelines.events.record``): the pts and its capture read as one."""
+        anchor = self._anchor
+        if anchor is None:
             return None
-        return self.last + max(0.0, monotonic - self._captured)
+        last, captured = anchor
+        return last + (monotonic - captured)

@@ -230,6 +230,24 @@ def test_the_review_pages_through_events_and_plays_a_clip(page, service):
     assert page.errors == [], page.errors
 
 
+def _add(page, said: str) -> None:
+    """Submits the add form until it says ``said``. A machine that holds no more cameras
+    (a slow one: the service's one camera took 0.9 of a core on CI's AMD EPYC) refuses the
+    camera (409) and the form offers to add it anyway: ticked and submitted again, as a
+    user told so would."""
+    from playwright.sync_api import expect
+
+    form, message = page.get_by_test_id("add-camera"), page.get_by_test_id("add-message")
+    form.get_by_test_id("add-submit").click()
+    full = "one more would slow every camera down; add it with force to run it anyway"
+    expect(message).to_have_text(re.compile(f"^({re.escape(said)}|.*{re.escape(full)})$"),
+                                 timeout=10_000)
+    if message.inner_text() != said:
+        form.get_by_test_id("add-force").check()
+        form.get_by_test_id("add-submit").click()
+    expect(message).to_have_text(said, timeout=10_000)
+
+
 def test_the_add_form_takes_a_tracker_lines_and_zones(page, service):
     from playwright.sync_api import expect
 
@@ -244,9 +262,7 @@ def test_the_add_form_takes_a_tracker_lines_and_zones(page, service):
     form.get_by_test_id("add-submit").click()
     expect(page.get_by_test_id("add-message")).to_contain_text("needs 3 or more x,y points")
     form.get_by_test_id("add-zones").fill("porch=0,0,100,0,100,100")
-    form.get_by_test_id("add-submit").click()
-    expect(page.get_by_test_id("add-message")).to_have_text(
-        "added side: it is remembered across restarts", timeout=10_000)
+    _add(page, "added side: it is remembered across restarts")
     expect(page.get_by_test_id("camera-side")).to_be_visible(timeout=5_000)
     analytics = get_json(f"{base}/api/streams/side")["analytics"]
     assert analytics["track"] == "botsort"
@@ -266,10 +282,8 @@ def test_the_add_form_takes_a_tracker_lines_and_zones(page, service):
     form.get_by_test_id("add-url").fill(str(clip))
     form.get_by_test_id("add-id").fill("implied")
     form.get_by_test_id("add-lines").fill("door=0,96,320,96")
-    form.get_by_test_id("add-submit").click()
-    expect(page.get_by_test_id("add-message")).to_have_text(
-        "added implied (tracked with botsort: lines and zones count tracks): it is "
-        "remembered across restarts", timeout=10_000)
+    _add(page, "added implied (tracked with botsort: lines and zones count tracks): it is "
+               "remembered across restarts")
     send_json("DELETE", f"{base}/api/streams/implied", None)
     assert page.errors == [], page.errors
 

@@ -306,3 +306,40 @@ def test_media_are_never_served_through_a_link(tmp_path):
     assert store.find(kept, "snapshot") == store.root / "cam" / f"{kept}.jpg"
     assert store.find(linked, "snapshot") is None
     assert store.find(in_linked_folder, "snapshot") is None
+
+
+def test_a_recorded_input_is_placed_by_when_its_camera_sent_the_key_frame(gop_clip):
+    """A camera's main stream placed on its sub-stream's timeline by the moment the camera
+    sent its first key frame (the source's clock), not when the recording thread read it:
+    on a busy machine that thread reads late, and every clip would be that much off."""
+    from pipelines.decode.timeline import StreamTimeline
+    from pipelines.events.record import RecordInput
+
+    t0 = time.monotonic() - 0.3  # both inputs began 0.3 s ago; the reader is that late
+
+    class SentAtT0:
+        stream_id, epoch = "yard", 0
+
+        def __init__(self) -> None:
+            self.container = av.open(str(gop_clip))
+            self.video = self.container.streams.video[0]
+
+        def packets(self):
+            yield from self.container.demux(self.video)
+
+        def arrival_time(self, pts):
+            return None if pts is None else t0 + pts
+
+        def close(self) -> None:
+            self.container.close()
+
+    detected = StreamTimeline(25)
+    assert detected.now(t0) is None  # before its first frame: nothing is placed
+    detected.at(0.0, 0, t0)  # the detected input's first frame, sent with the key frame
+    ring = PacketRing(60, 10 ** 8)
+    recorder = RecordInput(SentAtT0(), ring, detected.now)
+    recorder.start()
+    recorder._thread.join(timeout=10)
+    recorder.close()
+    assert ring.newest == pytest.approx(3.96, abs=1e-3)  # 0.0 to 3.96, as sent
+    assert ring.cut(0.0, 0.5).start == pytest.approx(0.0, abs=1e-3)
