@@ -2,6 +2,9 @@
 many threads inference and decoding get (``pipelines.threads``) and which runtime runs the
 model (``pipelines.infer.choice``), with the model opened on them.
 
+With them, one frame's call on the chosen runtime and threads is timed (``call_ms``): the
+batch size is capped by it where a latency budget is set (``pipelines.backends.common``).
+
 Both are measured (inference and decoding timed, OpenVINO tried against ONNX Runtime), which
 takes seconds, so a measured plan is kept in the cache (``models.cache``: ``plans/``) under a
 key of everything it depends on: the model file's SHA-256 and its card's input and output,
@@ -33,11 +36,11 @@ from models.spec import ModelSpec
 from pipelines.infer import choice
 from pipelines.infer.choice import RuntimeDecision, RuntimeTrial, open_cpu_runtime, open_runtime
 from pipelines.options import PipelineOptions
-from pipelines.threads import ThreadPlan
+from pipelines.threads import ThreadPlan, time_infer
 
 log = logging.getLogger(__name__)
 
-PLAN_FORMAT = 1  # the stored entry's layout
+PLAN_FORMAT = 2  # the stored entry's layout (2: with call_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +53,15 @@ class RunPlan:
     threads: ThreadPlan
     runtime: RuntimeDecision | None = None
     batch_size: int | None = None  # None: not fitted yet (``pipelines.backends``)
+    call_ms: float | None = None  # one frame's call on the plan's threads (None: not timed)
     measured_at: float | None = None
     cached: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"threads": asdict(self.threads),
                 "runtime": None if self.runtime is None else self.runtime.as_dict(),
-                "batch_size": self.batch_size, "measured_at": self.measured_at,
+                "batch_size": self.batch_size, "call_ms": self.call_ms,
+                "measured_at": self.measured_at,
                 "cached": self.cached}
 
 
@@ -74,9 +79,16 @@ def open_planned(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
     backend, threads, decision = open_cpu_runtime(
         model_path, spec, sources, options.runtime, options.infer_threads,
         options.decode_threads, scaled=scaled)
-    plan = RunPlan(threads, decision, measured_at=time.time())
+    plan = RunPlan(threads, decision, call_ms=_call_ms(backend, spec), measured_at=time.time())
     _store(entry, key, plan)
     return backend, plan
+
+
+def _call_ms(backend: Backend, spec: ModelSpec) -> float:
+    """ms of one frame's call on the opened ``backend`` (its threads), median of 3 after a
+    first one."""
+    return round(time_infer(None, spec.input.image_shape, spec.input.dtype, 3,
+                            backend=backend).wall_ms, 3)
 
 
 def plans_dir() -> Path:
@@ -173,7 +185,8 @@ def _load(entry: Path, key: dict[str, Any]) -> RunPlan | None:
         return RunPlan(ThreadPlan(**stored["threads"]),
                        RuntimeDecision(runtime["runtime"], runtime["reason"],
                                        tuple(RuntimeTrial(**t) for t in runtime["trials"])),
-                       measured_at=float(stored["measured_at"]), cached=True)
+                       call_ms=stored["call_ms"], measured_at=float(stored["measured_at"]),
+                       cached=True)
     except (KeyError, TypeError, ValueError) as e:
         log.warning("plan cache: %s is not a plan (%s: %s); measuring again", entry,
                     type(e).__name__, e)

@@ -11,10 +11,12 @@ import typer
 from app.cli.console import configure_logging, console, failing_cleanly
 from app.cli.options import (
     DEFAULTS,
+    LATENCY_BUDGET_MS,
     BatchOpt,
     DecodeThreadsOpt,
     DeviceOpt,
     InferThreadsOpt,
+    LatencyBudgetOpt,
     ModelOpt,
     RuntimeOpt,
 )
@@ -138,6 +140,7 @@ def bench(
         "--batch-timeout-ms", min=0.0, help="With --loadgen: the engine's longest wait for a "
         "batch to fill after its first frame (0: run what is waiting at once).")]
     = DEFAULTS.batch_timeout_ms,
+    latency_budget_ms: LatencyBudgetOpt = LATENCY_BUDGET_MS,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]
     = Path("build/bench"),
 ) -> None:
@@ -151,8 +154,9 @@ def bench(
         if _cameras(capacity, motion, cameras, modes, seconds, out, not uncapped):
             pass
         elif loadgen is not None:
-            settings = dict(runtime=runtime, device=device, batch_timeout_ms=batch_timeout_ms)
-            _loadgen(loadgen, model, settings, out, loadgen_seconds, short)
+            _loadgen(loadgen, model, dict(runtime=runtime, device=device, batch_timeout_ms=
+                     batch_timeout_ms, latency_budget_ms=latency_budget_ms or None), out,
+                     loadgen_seconds, short)
         elif events:
             from app.bench.events import bench_events
             from app.run.demo import DEMO_CLIP, ensure_demo_clip
@@ -165,8 +169,7 @@ def bench(
         elif startup:
             from app.bench.startup import bench_startup
 
-            bench_startup(console, model, source, reps, ultralytics_python, out, against,
-                          seconds)
+            bench_startup(console, model, source, reps, ultralytics_python, out, against, seconds)
         elif _tracked(counting, tracking, classify, detect_every, reps, out):
             pass
         elif service is not None and workers is not None:
@@ -191,7 +194,7 @@ def bench(
 def _loadgen(scenarios: str, model: str | None, settings: dict[str, Any], out: Path,
              seconds: float | None, short: bool) -> None:
     """``--loadgen``: the scenarios, for each model named (default: the five shipped), the
-    engine built with ``settings`` (runtime, device, batch timeout)."""
+    engine built with ``settings`` (runtime, device, batch timeout, latency budget)."""
     from app.bench.loadgen.bench import MODELS, bench_loadgen
     from pipelines.options import PipelineOptions
 

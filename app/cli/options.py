@@ -18,6 +18,7 @@ from pipelines.settings import (
 )
 
 DEFAULTS = PipelineSettings()  # the pipeline's defaults: the options' defaults
+LATENCY_BUDGET_MS = DEFAULTS.latency_budget_ms or 0.0  # the flag's 0: None, no cap
 
 
 ModelOpt = Annotated[str | None, typer.Option(
@@ -60,6 +61,11 @@ BatchOpt = Annotated[int, typer.Option(
 TimeoutOpt = Annotated[float, typer.Option(
     "--batch-timeout-ms", help="Longest wait for a batch to fill after its first "
     "frame.")]
+LatencyBudgetOpt = Annotated[float, typer.Option(
+    "--latency-budget-ms", min=0.0, help="What batching may cost a frame: batches are "
+    "capped so that a frame waiting for its batch to fill or behind a full call, then in "
+    "its own call, stays within it (a frame's call is timed when the CPU plan is "
+    "measured; 0: no cap).")]
 MaxLagOpt = Annotated[float, typer.Option(
     "--max-lag-ms", min=1.0, help="Cameras: a stream whose decoding falls this far behind "
     "skips to the next key frame (the frames skipped count as dropped_stale), so that its "

@@ -15,6 +15,7 @@ import typer
 from app.cli.console import configure_logging, console, fail, failing_cleanly, styled
 from app.cli.options import (
     DEFAULTS,
+    LATENCY_BUDGET_MS,
     BatchOpt,
     ClassesOpt,
     DecodeOpt,
@@ -23,6 +24,7 @@ from app.cli.options import (
     FormatOpt,
     InferThreadsOpt,
     InputSizeOpt,
+    LatencyBudgetOpt,
     LogLevelOpt,
     MaxLagOpt,
     ModelOpt,
@@ -123,6 +125,7 @@ def run(
     input_size: InputSizeOpt = None, device: DeviceOpt = DEFAULTS.device,
     out: OutOpt = Path("out"), batch_size: BatchOpt = DEFAULTS.batch_size,
     batch_timeout_ms: TimeoutOpt = DEFAULTS.batch_timeout_ms,
+    latency_budget_ms: LatencyBudgetOpt = LATENCY_BUDGET_MS,
     annotate: Annotated[bool, typer.Option(
         "--annotate", help="Also write annotated.mp4 (boxes drawn), one per stream.")] = False,
     heatmap: Annotated[bool, typer.Option(
@@ -186,7 +189,9 @@ def run(
             input_size=parse_size(input_size), out=out, annotate=annotate,
             metrics_port=metrics_port, live=live,
             settings=dict(device=device, batch_size=batch_size,
-                          batch_timeout_ms=batch_timeout_ms, infer_threads=infer_threads,
+                          batch_timeout_ms=batch_timeout_ms,
+                          latency_budget_ms=latency_budget_ms or None,
+                          infer_threads=infer_threads,
                           decode_threads=decode_threads, decode=decode, preprocess=preprocess,
                           runtime=runtime, precision=precision, max_lag_ms=max_lag_ms,
                           plan_cache=not no_cache),

@@ -33,9 +33,9 @@ _WHY = {
     "leave them running)": (
         "media_roots", "model_roots", "allowed_networks", "allow_idn_hosts", "rtsp_redirects"),
     "the shared detectors are built with it": (
-        "model", "device", "batch_size", "batch_timeout_ms", "infer_threads", "decode_threads",
-        "decode", "preprocess", "runtime", "engine", "precision", "cuda_graphs",
-        "allow_cpu_fallback", "max_lag_ms", "plan_cache"),
+        "model", "device", "batch_size", "batch_timeout_ms", "latency_budget_ms",
+        "infer_threads", "decode_threads", "decode", "preprocess", "runtime", "engine",
+        "precision", "cuda_graphs", "allow_cpu_fallback", "max_lag_ms", "plan_cache"),
     "each camera's reader took it when it started": (
         "stall_timeout_s", "camera_down_after_s", "snapshot_interval_s"),
     "files, folders and connections opened at start use it": (

@@ -53,7 +53,7 @@ def open_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
 
         try:
             return with_batch_size(gpu_backends(model_path, spec, options, report),
-                                   options.batch_size, model_path)
+                                   options, model_path)
         except DeviceError as e:
             if not options.allow_cpu_fallback:
                 raise
@@ -62,7 +62,7 @@ def open_backends(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
     else:
         _refuse_gpu_choices(options)
     backends = cpu_backends(model_path, spec, sources, options, report, scale, fallback)
-    return with_batch_size(backends, options.batch_size, model_path)
+    return with_batch_size(backends, options, model_path)
 
 
 def _refuse_gpu_choices(options: PipelineOptions) -> None:

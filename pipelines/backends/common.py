@@ -20,6 +20,7 @@ from pipelines.preprocess.stage import Preprocessor
 
 log = logging.getLogger(__name__)
 
+MAX_BATCH = 64  # PipelineSettings.batch_size's bound
 CPU_CHOICES = {"decode": ("pyav",), "preprocess": ("opencv",),
                "runtime": ("onnxruntime", "openvino", "openvino-bf16")}
 
@@ -53,14 +54,36 @@ def converted_lazily(source: Any, options: PipelineOptions) -> bool:
                                  and analytics.thins)
 
 
-def with_batch_size(backends: StageBackends, wanted: int, model_path: Path) -> StageBackends:
-    """``backends`` with the plan's batch size: ``wanted``, or less where the graph or the
-    runtime takes fewer frames at once (said in the log)."""
+def with_batch_size(backends: StageBackends, options: PipelineOptions,
+                    model_path: Path) -> StageBackends:
+    """``backends`` with the plan's batch size: ``options.batch_size``, or less where the
+    graph or the runtime takes fewer frames at once, or where a full batch would pass the
+    latency budget (``latency_cap``); said in the log."""
+    wanted = options.batch_size
     limits = [n for n in (backends.input.fixed_batch, backends.runtime.max_batch)
               if n is not None]
     fitted = min([wanted, *limits])
     if fitted < wanted:
         log.warning("%s takes batches of %d at most; batch size lowered from %d",
                     model_path.name, fitted, wanted)
+    call_ms, budget = backends.plan.call_ms, options.latency_budget_ms
+    if call_ms is not None and budget is not None:
+        cap = latency_cap(call_ms, budget, options.batch_timeout_ms)
+        if cap < fitted:
+            log.info("batches of %d at most, not %d: a frame's call takes %.1f ms here, and a "
+                     "frame that waits for its batch (%g ms at most) or behind a full call, "
+                     "then in its own, must stay within the %g ms latency budget "
+                     "(latency_budget_ms)", cap, fitted, call_ms, options.batch_timeout_ms,
+                     budget)
+            fitted = cap
     backends.plan = dataclasses.replace(backends.plan, batch_size=fitted)
     return backends
+
+
+def latency_cap(call_ms: float, budget_ms: float, batch_timeout_ms: float) -> int:
+    """The most frames a call may take so that a frame's time in inference stays within
+    ``budget_ms``: it waits for its batch to fill or behind a full call in flight, whichever
+    is longer, then its own call (a call's time taken as ``call_ms`` per frame); at least 1."""
+    fits = [b for b in range(1, MAX_BATCH + 1)
+            if max(batch_timeout_ms, b * call_ms) + b * call_ms <= budget_ms]
+    return max(fits, default=1)

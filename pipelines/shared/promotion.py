@@ -37,9 +37,12 @@ def prepare(detector: SharedDetector, model_path: Path, spec: ModelSpec) -> Stag
     """``model_path`` loaded as the detector's runtime would be, ready to be swapped in
     (blocking: call it in a thread); ConfigError where it cannot take the detector's place."""
     check_promotable(detector, model_path, spec)
-    backends = open_backends(model_path, spec, [], detector.metrics, detector.options,
-                             scale=None)
-    if backends.plan.batch_size != detector.batch_size:
+    # the detector's batches, whatever the new model's own latency cap would be: the stage
+    # takes them as it did
+    options = detector.options.model_copy(update={"latency_budget_ms": None})
+    backends = open_backends(model_path, spec, [], detector.metrics, options, scale=None)
+    assert backends.plan.batch_size is not None
+    if backends.plan.batch_size < detector.batch_size:
         backends.close()
         raise ConfigError(f"{model_path.name} takes batches of {backends.plan.batch_size} at "
                           f"most, the detector's are {detector.batch_size}")

@@ -16,7 +16,7 @@ from pipelines import threads
 from pipelines.build import build_pipeline
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
-from pipelines.plan import plans_dir
+from pipelines.plan import PLAN_FORMAT, plans_dir
 from tests.support.fakes import ListSink
 
 
@@ -55,9 +55,36 @@ def test_a_measured_plan_is_reused_by_the_next_run(small_clip, cache, probes, ca
     with caplog.at_level(logging.INFO, logger="pipelines.plan"):
         again = plan_of(small_clip)
     assert again is not None and again.cached and probes == ["costs"]  # nothing measured
-    assert (again.threads, again.runtime, again.batch_size) == \
-        (first.threads, first.runtime, first.batch_size)
+    assert (again.threads, again.runtime, again.batch_size, again.call_ms) == \
+        (first.threads, first.runtime, first.batch_size, first.call_ms)
     assert any("(cached, measured" in r.getMessage() for r in caplog.records)
+
+
+def test_the_latency_budget_caps_the_batch_by_the_plan_s_timed_call(small_clip, cache,
+                                                                    caplog):
+    """A frame may wait for its batch to fill or behind a full call, then in its own: the
+    batch is capped so that this stays within the budget, from one frame's call as the plan
+    timed it (kept in the cache with the plan)."""
+    first = plan_of(small_clip, latency_budget_ms=None)
+    assert first.call_ms > 0 and first.batch_size == 4  # no budget: the batch asked for
+    budget = 2 * first.call_ms * 2.5  # room for two calls of 2 frames, not of 3
+    with caplog.at_level(logging.INFO, logger="pipelines.backends.common"):
+        capped = plan_of(small_clip, latency_budget_ms=budget, batch_timeout_ms=0.0)
+    assert capped.cached and capped.call_ms == first.call_ms and capped.batch_size == 2
+    assert any("batches of 2 at most, not 4" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("call_ms, budget_ms, wait_ms, cap", [
+    (14.0, 100.0, 10.0, 3),  # ssdlite-person, one thread, Intel Xeon: 42 + 42 ms
+    (6.0, 100.0, 10.0, 8),  # shapes-yolo FP32 there: the asked-for 4 stand
+    (41.0, 100.0, 10.0, 1),  # ssdlite-person on AMD EPYC: one frame a call
+    (10.0, 100.0, 50.0, 5),  # a long wait: 50 + 50 ms for calls of 5
+    (5.0, 8.0, 10.0, 1),  # a budget under the batch wait: still a frame a call
+])
+def test_latency_cap(call_ms, budget_ms, wait_ms, cap):
+    from pipelines.backends.common import latency_cap
+
+    assert latency_cap(call_ms, budget_ms, wait_ms) == cap
 
 
 def test_no_cache_measures_again_and_stores_the_new_plan(small_clip, cache, probes):
@@ -88,7 +115,7 @@ def test_a_damaged_entry_is_said_and_measured_again(small_clip, cache, probes, c
     with caplog.at_level(logging.WARNING, logger="pipelines.plan"):
         assert not plan_of(small_clip).cached
     assert any("cannot be read" in r.getMessage() for r in caplog.records)
-    assert json.loads(entry.read_text())["format"] == 1  # stored again, whole
+    assert json.loads(entry.read_text())["format"] == PLAN_FORMAT  # stored again, whole
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
