@@ -26,8 +26,8 @@ class PipelineSettings(BaseModel):
     batch_size: int = Field(default=4, ge=1, le=64)
     batch_timeout_ms: float = Field(default=10.0, ge=0)
     # what batching may cost a frame: batches are capped so that a frame waiting for its
-    # batch or behind a full call, then in its own, stays within it (the CPU plan times a
-    # call; None: no cap)
+    # batch or behind a full call, then behind a queued one and in its own, stays within it
+    # (the CPU plan times a call; None: no cap)
     latency_budget_ms: float | None = Field(default=100.0, gt=0)
     infer_threads: int | None = Field(default=None, ge=0)  # None: from the thread plan
     decode_threads: int | None = Field(default=None, ge=0)  # 0: FFmpeg's own choice

@@ -63,9 +63,9 @@ TimeoutOpt = Annotated[float, typer.Option(
     "frame.")]
 LatencyBudgetOpt = Annotated[float, typer.Option(
     "--latency-budget-ms", min=0.0, help="What batching may cost a frame: batches are "
-    "capped so that a frame waiting for its batch to fill or behind a full call, then in "
-    "its own call, stays within it (a frame's call is timed when the CPU plan is "
-    "measured; 0: no cap).")]
+    "capped so that a frame waiting for its batch to fill or behind a full call, then "
+    "behind a queued one and in its own call, stays within it (a frame's call is timed "
+    "when the CPU plan is measured; 0: no cap).")]
 MaxLagOpt = Annotated[float, typer.Option(
     "--max-lag-ms", min=1.0, help="Cameras: a stream whose decoding falls this far behind "
     "skips to the next key frame (the frames skipped count as dropped_stale), so that its "

@@ -72,9 +72,9 @@ def with_batch_size(backends: StageBackends, options: PipelineOptions,
         if cap < fitted:
             log.info("batches of %d at most, not %d: a frame's call takes %.1f ms here, and a "
                      "frame that waits for its batch (%g ms at most) or behind a full call, "
-                     "then in its own, must stay within the %g ms latency budget "
-                     "(latency_budget_ms)", cap, fitted, call_ms, options.batch_timeout_ms,
-                     budget)
+                     "then behind a queued one and in its own, must stay within the %g ms "
+                     "latency budget (latency_budget_ms)", cap, fitted, call_ms,
+                     options.batch_timeout_ms, budget)
             fitted = cap
     backends.plan = dataclasses.replace(backends.plan, batch_size=fitted)
     return backends
@@ -82,8 +82,10 @@ def with_batch_size(backends: StageBackends, options: PipelineOptions,
 
 def latency_cap(call_ms: float, budget_ms: float, batch_timeout_ms: float) -> int:
     """The most frames a call may take so that a frame's time in inference stays within
-    ``budget_ms``: it waits for its batch to fill or behind a full call in flight, whichever
-    is longer, then its own call (a call's time taken as ``call_ms`` per frame); at least 1."""
+    ``budget_ms``: it waits for its batch to fill or behind the full call in flight,
+    whichever is longer, then behind a full call queued before its own (a file pipeline and
+    LoadGen's engine queue one), then its own call; a call's time taken as ``call_ms`` per
+    frame. At least 1."""
     fits = [b for b in range(1, MAX_BATCH + 1)
-            if max(batch_timeout_ms, b * call_ms) + b * call_ms <= budget_ms]
+            if max(batch_timeout_ms, b * call_ms) + 2 * b * call_ms <= budget_ms]
     return max(fits, default=1)
