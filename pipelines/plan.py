@@ -36,7 +36,7 @@ from models.spec import ModelSpec
 from pipelines.infer import choice
 from pipelines.infer.choice import RuntimeDecision, RuntimeTrial, open_cpu_runtime, open_runtime
 from pipelines.options import PipelineOptions
-from pipelines.threads import ThreadPlan, time_infer
+from pipelines.threads import ThreadPlan, measure_infer_ms
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +79,11 @@ def open_planned(model_path: Path, spec: ModelSpec, sources: Sequence[Any],
     backend, threads, decision = open_cpu_runtime(
         model_path, spec, sources, options.runtime, options.infer_threads,
         options.decode_threads, scaled=scaled)
-    plan = RunPlan(threads, decision, call_ms=_call_ms(backend, spec), measured_at=time.time())
+    call_ms = measure_infer_ms(model_path, spec.input.image_shape, spec.input.dtype, 3,
+                               backend=backend)  # one frame's call, on the plan's threads
+    plan = RunPlan(threads, decision, call_ms=round(call_ms, 3), measured_at=time.time())
     _store(entry, key, plan)
     return backend, plan
-
-
-def _call_ms(backend: Backend, spec: ModelSpec) -> float:
-    """ms of one frame's call on the opened ``backend`` (its threads), median of 3 after a
-    first one."""
-    return round(time_infer(None, spec.input.image_shape, spec.input.dtype, 3,
-                            backend=backend).wall_ms, 3)
 
 
 def plans_dir() -> Path:

@@ -79,8 +79,8 @@ class ProbeTime:
     cpu_ms: float
 
 
-def time_infer(model: Path | None, shape: Sequence[int], dtype: str = "float32",
-               calls: int = 3, *, threads: int = 1, batch: int = 1, workers: int = 1,
+def time_infer(model: Path, shape: Sequence[int], dtype: str = "float32", calls: int = 3, *,
+               threads: int = 1, batch: int = 1, workers: int = 1,
                backend: Backend | None = None) -> ProbeTime:
     """Per frame, over ``calls`` ONNX Runtime calls (``threads`` intra-op threads each) on a
     blank batch of ``batch`` images of ``shape``, ``workers`` calls at once from as many
@@ -89,8 +89,6 @@ def time_infer(model: Path | None, shape: Sequence[int], dtype: str = "float32",
     instead of a new one of ``model``."""
     if backend is not None:
         return _time_calls(backend, shape, dtype, calls, batch, workers)
-    if model is None:
-        raise ValueError("time_infer: a model or an opened backend to time")
     with OnnxRuntimeBackend(model, threads=threads) as opened:
         return _time_calls(opened, shape, dtype, calls, batch, workers)
 

@@ -19,8 +19,8 @@ class StreamTimeline:
         self.last: float | None = None  # the last pts given
         self.offset = 0.0  # the source's pts -> this timeline
         self._epoch: int | None = None
-        self._captured: float = 0.0  # the last frame's capture (monotonic s)
-        self._anchor: tuple[float, float] | None = None  # (last, _captured), read as one
+        # (last, its frame's capture in monotonic s): one value, other threads read it (now())
+        self._anchor: tuple[float, float] | None = None
         self._rebase = False  # a connection began without pts: its first pts sets the offset
 
     def at(self, pts: float | None, epoch: int, captured_at: float) -> tuple[float, float | None]:
@@ -32,7 +32,8 @@ class StreamTimeline:
             if self.last is None:
                 now = 0.0 if pts is None else pts
             else:
-                away = max(captured_at - self._captured, self.step)
+                assert self._anchor is not None  # set with last
+                away = max(captured_at - self._anchor[1], self.step)
                 now = self.last + away
                 gap = away - self.step
             self._epoch = epoch
@@ -48,8 +49,7 @@ class StreamTimeline:
         else:
             now = pts + self.offset
         self.last = now
-        self._captured = captured_at
-        self._anchor = (now, captured_at)  # one assignment: other threads read it (now())
+        self._anchor = (now, captured_at)
         return now, gap
 
     def now(self, monotonic: float) -> float | None:
