@@ -61,12 +61,13 @@ class Stage(abc.ABC, Generic[In, Out]):
     ``outputs`` (on the event loop, in the order the items were taken); ``run_stage`` does
     the rest.
 
-    ``take_at_once`` items are taken per call, waiting at most ``take_timeout_s`` for more
-    after the first. ``calls_at_once`` calls may be in flight, running on the worker's
-    threads or queued behind them. With ``call_ahead`` a call's slot is free once its result
-    is in, so the next call starts while its outputs are handed on (the worker need not wait
-    for the event loop); without it, only once they all are. ``outputs`` may be a generator:
-    each output is made just before it is put, and a source counts it there."""
+    ``take_at_once`` items are taken per call, waiting at most ``take_wait_s()`` (by default
+    ``take_timeout_s``) for more after the first. ``calls_at_once`` calls may be in flight,
+    running on the worker's threads or queued behind them. With ``call_ahead`` a call's slot
+    is free once its result is in, so the next call starts while its outputs are handed on
+    (the worker need not wait for the event loop); without it, only once they all are.
+    ``outputs`` may be a generator: each output is made just before it is put, and a source
+    counts it there."""
 
     def __init__(self, name: str, metrics: PipelineMetrics, *, input: Input[In] | None,
                  output: Output[Out] | None, worker_name: str | None = None,
@@ -85,6 +86,7 @@ class Stage(abc.ABC, Generic[In, Out]):
         self.calls_at_once = calls_at_once
         self.call_ahead = call_ahead
         self.worker = Worker(worker_name or name, threads)
+        self.calls_on_worker = 0  # started on the worker and not yet returned (run_stage's count)
         self._stopping = False
         metrics.register_stage(name, threads)  # busy fractions are per thread
 
@@ -93,10 +95,15 @@ class Stage(abc.ABC, Generic[In, Out]):
         ChannelClosed when there are no more. A source overrides it."""
         if self.input is None:
             raise TypeError(f"stage {self.name} has no input channel; override next_items")
-        taken = await self.input.get_batch(self.take_at_once, self.take_timeout_s)
+        taken = await self.input.get_batch(self.take_at_once, self.take_wait_s())
         for _, waited in taken:
             self.metrics.observe_wait(self.name, waited)
         return [item for item, _ in taken]
+
+    def take_wait_s(self) -> float:
+        """How long the next take waits for more items after its first: ``take_timeout_s``
+        by default."""
+        return self.take_timeout_s
 
     def admit(self, items: list[In]) -> list[In]:
         """The taken items worth a call (the rest dropped and counted here); all by default."""
@@ -148,7 +155,7 @@ async def run_stage(stage: Stage[Any, Any]) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(_hand_on_in_order(stage, calls, slots))
             try:
-                await _take_and_start(stage, calls, slots, _OnWorker())
+                await _take_and_start(stage, calls, slots)
             finally:
                 calls.close()
     except BaseExceptionGroup as e:  # one of the two tasks failed: its error is the stage's
@@ -173,20 +180,17 @@ async def _finished(call: Call) -> tuple[Any, float]:
                 return call.result()
 
 
-class _OnWorker:
-    """How many of a stage's calls are on its worker (started, not yet returned)."""
+def _start_on_worker(stage: Stage[Any, Any], items: list[Any]) -> Call:
+    """The call started on the stage's worker, counted in ``calls_on_worker`` until it
+    returns."""
+    stage.calls_on_worker += 1
+    call = asyncio.ensure_future(stage.worker.run(stage.process, items))
+    call.add_done_callback(lambda _: _returned(stage))
+    return call
 
-    def __init__(self) -> None:
-        self.calls = 0
 
-    def start(self, stage: Stage[Any, Any], items: list[Any]) -> Call:
-        self.calls += 1
-        call = asyncio.ensure_future(stage.worker.run(stage.process, items))
-        call.add_done_callback(self._returned)
-        return call
-
-    def _returned(self, _: Call) -> None:
-        self.calls -= 1
+def _returned(stage: Stage[Any, Any]) -> None:
+    stage.calls_on_worker -= 1
 
 
 def _call_here(stage: Stage[Any, Any], items: list[Any]) -> Call:
@@ -201,7 +205,7 @@ def _call_here(stage: Stage[Any, Any], items: list[Any]) -> Call:
 
 
 async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],
-                          slots: asyncio.Semaphore, worker: _OnWorker) -> None:
+                          slots: asyncio.Semaphore) -> None:
     while True:
         await slots.acquire()
         try:
@@ -211,8 +215,9 @@ async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any]
         if not items:
             slots.release()
             continue
-        here = worker.calls == 0 and stage.inline(items)  # nothing on the worker to race
-        await calls.put((items, _call_here(stage, items) if here else worker.start(stage, items)))
+        here = stage.calls_on_worker == 0 and stage.inline(items)  # nothing on it to race
+        await calls.put((items, _call_here(stage, items) if here
+                         else _start_on_worker(stage, items)))
 
 
 async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],

@@ -138,7 +138,8 @@ def bench(
     device: DeviceOpt = DEFAULTS.device,
     batch_timeout_ms: Annotated[float, typer.Option(
         "--batch-timeout-ms", min=0.0, help="With --loadgen: the engine's longest wait for a "
-        "batch to fill after its first frame (0: run what is waiting at once).")]
+        "batch to fill after its first frame, on the CPU while every inference thread is "
+        "busy (0: run what is waiting at once).")]
     = DEFAULTS.batch_timeout_ms,
     latency_budget_ms: LatencyBudgetOpt = LATENCY_BUDGET_MS,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for bench.json.")]

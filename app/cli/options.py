@@ -60,7 +60,8 @@ BatchOpt = Annotated[int, typer.Option(
     "streams.")]
 TimeoutOpt = Annotated[float, typer.Option(
     "--batch-timeout-ms", help="Longest wait for a batch to fill after its first "
-    "frame.")]
+    "frame; on the CPU only while every inference thread is busy (a frame is not held while "
+    "one is free).")]
 LatencyBudgetOpt = Annotated[float, typer.Option(
     "--latency-budget-ms", min=0.0, help="What batching may cost a frame: batches are "
     "capped so that a frame waiting for its batch to fill or behind a full call, then "

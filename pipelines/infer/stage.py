@@ -1,7 +1,12 @@
 """InferStage: batches prepared frames across streams and runs the model's Runtime.
 
 Like DeepStream's nvstreammux, it takes up to ``batch_size`` frames from every stream, waiting
-at most ``batch_timeout_ms`` after the first for a batch to fill. A frame older than
+at most ``batch_timeout_ms`` after the first for a batch to fill — on the host only while
+every worker thread is busy: a host call holds its thread to the end, so while one is free a
+frame waiting for others to batch with would only wait (a batch of frames costs a CPU about
+what the frames cost one by one); it is run with what is there, and batches grow as the
+threads fill. A device call only enqueues, so its thread is never busy for long, and there the
+wait is what makes batches. A frame older than
 ``max_age_s`` when it is taken (live streams only) is dropped as ``dropped_stale`` instead of
 spending inference on a moment that has passed.
 
@@ -124,6 +129,12 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
             preprocessor_for)
         if self._preprocessors is not None:
             metrics.register_stage(PREPARE, calls_at_once)
+
+    def take_wait_s(self) -> float:
+        """The batch wait (the module's docstring): none on the host while a thread is free."""
+        if not self._current[0].timed_on_device and self.calls_on_worker < self.worker.threads:
+            return 0.0
+        return self.take_timeout_s
 
     def admit(self, items: list[Batch | Frame]) -> list[Batch | Frame]:
         """The items young enough to infer (the rest dropped as stale); counted as a batch."""

@@ -1,4 +1,5 @@
-"""The inference stage alone: calls queued behind the running one, order, errors."""
+"""The inference stage alone: calls queued behind the running one, order, errors, the batch
+wait."""
 
 from __future__ import annotations
 
@@ -86,6 +87,76 @@ def test_a_finished_batch_goes_on_before_the_next_one_comes():
         assert asyncio.run(main()) == 0
     finally:
         stage.close()
+
+
+def _batch_sizes_of(stage: InferStage, inp: Channel[Batch], out: Channel[Batch],
+                    arrivals: list[float], release_after_s: float | None = None) -> list[int]:
+    """Frames put at ``arrivals`` (seconds from the start, the input left open), the sizes of
+    the batches they came out in; a held backend let go after ``release_after_s``."""
+    async def main() -> list[int]:
+        task = asyncio.create_task(run_stage(stage))
+        start = time.monotonic()
+        for i, at in enumerate(arrivals):
+            await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+            await inp.put(_batch(i))
+        if release_after_s is not None:
+            await asyncio.sleep(max(0.0, start + release_after_s - time.monotonic()))
+            stage.runtime.backend.go.set()  # type: ignore[attr-defined]
+        sizes = []
+        while sum(sizes) < len(arrivals):
+            sizes.append(len(await asyncio.wait_for(out.get(), 5)))
+        inp.close()
+        await task
+        return sizes
+
+    try:
+        return asyncio.run(main())
+    finally:
+        stage.close()
+
+
+def test_a_host_stage_with_a_free_thread_runs_a_lone_frame_without_the_batch_wait():
+    # a CPU call holds its thread to the end: waiting for a batch while one is free only
+    # delays the frame (the wait here, 3 s, would outlast the test's 1 s for the result)
+    stage = InferStage(HostRuntime(FakeBackend(), "image"), inp := Channel("prepared", 8),
+                       out := Channel("inferred", 8), PipelineMetrics(), batch_size=4,
+                       batch_timeout_ms=3000, calls_at_once=2, queued=1)
+
+    async def main() -> float:
+        task = asyncio.create_task(run_stage(stage))
+        start = time.monotonic()
+        await inp.put(_batch(0))
+        await asyncio.wait_for(out.get(), 1)
+        taken = time.monotonic() - start
+        inp.close()
+        await task
+        return taken
+
+    try:
+        assert asyncio.run(main()) < 1
+    finally:
+        stage.close()
+
+
+def test_a_host_stage_waits_for_a_batch_while_every_thread_is_busy():
+    # frame 0's call holds the one thread; frame 1 is taken for the queued call and, the
+    # thread still busy, waits for frame 2 (0.1 s later) to join it
+    backend = _HeldBackend()
+    stage = InferStage(HostRuntime(backend, "image"), inp := Channel("prepared", 8),
+                       out := Channel("inferred", 8), PipelineMetrics(), batch_size=4,
+                       batch_timeout_ms=1000, calls_at_once=1, queued=1)
+    assert _batch_sizes_of(stage, inp, out, [0.0, 0.1, 0.2], release_after_s=0.5) == [1, 2]
+
+
+class _DeviceRuntime(HostRuntime):
+    timed_on_device = True  # a call only enqueues: its thread is never busy for long
+
+
+def test_a_device_stage_waits_for_a_batch_with_a_thread_free():
+    stage = InferStage(_DeviceRuntime(FakeBackend(), "image"), inp := Channel("prepared", 8),
+                       out := Channel("inferred", 8), PipelineMetrics(), batch_size=4,
+                       batch_timeout_ms=1000, calls_at_once=2)
+    assert _batch_sizes_of(stage, inp, out, [0.0, 0.1]) == [2]
 
 
 def test_a_failing_call_fails_the_stage_with_its_own_error(caplog):
