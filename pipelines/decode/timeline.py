@@ -16,10 +16,10 @@ from __future__ import annotations
 class StreamTimeline:
     def __init__(self, fps: float) -> None:
         self.step = 1.0 / (fps if fps and fps > 0 else 30.0)
-        self.last: float | None = None  # the last pts given
         self.offset = 0.0  # the source's pts -> this timeline
         self._epoch: int | None = None
-        # (last, its frame's capture in monotonic s): one value, other threads read it (now())
+        # (the last pts given, its frame's capture in monotonic s): one value, as other
+        # threads read it (now())
         self._anchor: tuple[float, float] | None = None
         self._rebase = False  # a connection began without pts: its first pts sets the offset
 
@@ -28,27 +28,29 @@ class StreamTimeline:
         captured at ``captured_at``), and the gap before it in seconds where it is the first
         frame of a new connection (None otherwise)."""
         gap = None
-        if self.last is None or epoch != self._epoch:
-            if self.last is None:
+        anchor = self._anchor
+        if anchor is None or epoch != self._epoch:
+            if anchor is None:
                 now = 0.0 if pts is None else pts
             else:
-                assert self._anchor is not None  # set with last
-                away = max(captured_at - self._anchor[1], self.step)
-                now = self.last + away
+                last, captured = anchor
+                away = max(captured_at - captured, self.step)
+                now = last + away
                 gap = away - self.step
             self._epoch = epoch
             self._rebase = pts is None
             if pts is not None:
                 self.offset = now - pts
-        elif pts is None:
-            now = self.last + self.step
-        elif self._rebase or pts + self.offset <= self.last:
-            now = self.last + self.step
-            self.offset = now - pts
-            self._rebase = False
         else:
-            now = pts + self.offset
-        self.last = now
+            last = anchor[0]
+            if pts is None:
+                now = last + self.step
+            elif self._rebase or pts + self.offset <= last:
+                now = last + self.step
+                self.offset = now - pts
+                self._rebase = False
+            else:
+                now = pts + self.offset
         self._anchor = (now, captured_at)
         return now, gap
 

@@ -132,7 +132,7 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
 
     def take_wait_s(self) -> float:
         """The batch wait (the module's docstring): none on the host while a thread is free."""
-        if not self._current[0].timed_on_device and self.calls_on_worker < self.worker.threads:
+        if not self.runtime.timed_on_device and self.calls_on_worker < self.worker.threads:
             return 0.0
         return self.take_timeout_s
 
