@@ -79,13 +79,34 @@ def walked_counts(scene: Scene, lines: tuple[tuple[str, Segment], ...],
             "zones": {zone[0]: {"entered": entered, "exited": exited}}}
 
 
+def object_boxes(scene: Scene, index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Frame ``index``'s classed objects: their ids (indices in the scene) and the boxes of
+    their whole outlines' parts in the picture (xyxy), hidden or not; an object wholly
+    outside is left out."""
+    ids, boxes = [], []
+    for k, obj in enumerate(scene.objects):
+        box = _seen_box(outline(obj, float(index), scene.size), scene.size) \
+            if obj.class_id >= 0 else None
+        if box is not None:
+            ids.append(k)
+            boxes.append(box)
+    return np.asarray(ids, np.int64), np.asarray(boxes, np.float64).reshape(-1, 4)
+
+
 def _seen_anchor(poly: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
     """The bottom-centre of the outline's part in the picture (None: all of it outside)."""
+    box = _seen_box(poly, size)
+    return None if box is None else np.array([(box[0] + box[2]) / 2, box[3]])
+
+
+def _seen_box(poly: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
+    """The xyxy box of the outline's part in the picture, in the outline's float32 (None: all
+    of it outside)."""
     xs = np.clip(poly[:, 0], 0, size[0])
     ys = np.clip(poly[:, 1], 0, size[1])
     if xs.max() <= xs.min() or ys.max() <= ys.min():
         return None
-    return np.array([(xs.min() + xs.max()) / 2, ys.max()])
+    return np.array([xs.min(), ys.min(), xs.max(), ys.max()])
 
 
 def _step(walk: _Walk, points: Segment, anchor: np.ndarray, margin: float,

@@ -6,8 +6,10 @@ recorded (``pipelines/analytics/replay.py``), so every rule is judged on the sam
 
 Qualities: the shipped FP32 shapes model, its pruned INT8, a weak detector — the FP32 model
 on the same clips under strong noise and defocus — and a perfect one, the truth's boxes
-(``app/bench/perfect.py``): what is left to the tracker and the counter. The count error of
-a set is the sum over clips, lines and directions of |found - truth|, over the true crossings.
+(``app/bench/perfect.py``): what is left to the tracker and the counter. Each run's boxes are
+also counted with the truth's identities in place of the tracker's (``app/bench/true_ids.py``):
+what is left to the detector and the counter. The count error of a set is the sum over
+clips, lines and directions of |found - truth|, over the true crossings.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rich.table import Table
 
 from app.bench.occluded import occluded_tracking
 from app.bench.perfect import replayed_run, write_truth_run
+from app.bench.true_ids import true_id_error
 from app.recipes.track_eval import score_tracking
 from app.run.sources import stream_ids
 from models.counting_data import (
@@ -123,7 +126,7 @@ def record(quality: str, split: str, every: int, out: Path) -> dict[str, Any]:
     return {"quality": quality, "split": split, "detect_every": every,
             "HOTA": scores["HOTA"], "IDF1": scores["IDF1"], "IDSW": scores["IDSW"],
             "fps": fps, "zone_errors": zone_errors, **count_error(found, truths(clips)),
-            "run": str(out)}
+            "true_ids": true_id_error(out, clips, analytics(every), spec), "run": str(out)}
 
 
 def replayed_error(run: Path, quality: str, split: str, rule: Rule,
@@ -168,13 +171,15 @@ def bench_counting(console: Console, everys: list[int], out: Path,
 def _table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="Counting on the counting set (count error: sum |found - truth| over "
                         "the true crossings)")
-    for column in ("detector", "split", "N", "count error", "errors", "zone errors", "HOTA",
-                   "IDF1", "ID switches"):
+    for column in ("detector", "split", "N", "count error", "errors", "with true ids",
+                   "zone errors", "HOTA", "IDF1", "ID switches"):
         table.add_column(column, justify="right")
     for r in rows:
         table.add_row(r["quality"], r["split"], str(r["detect_every"]), f"{r['error']:.1%}",
-                      f"{r['errors']}/{r['crossings']}", str(r["zone_errors"]),
-                      f"{r['HOTA']:.1f}", f"{r['IDF1']:.1f}", str(r["IDSW"]))
+                      f"{r['errors']}/{r['crossings']}",
+                      f"{r['true_ids']['errors']} ({r['true_ids']['error']:.1%})",
+                      str(r["zone_errors"]), f"{r['HOTA']:.1f}", f"{r['IDF1']:.1f}",
+                      str(r["IDSW"]))
     return table
 
 

@@ -57,8 +57,9 @@ def bench(
         "--counting", help="Instead: counting on the counting set (build/counting, made "
         "once; objects that stop on the line, cross in groups, pass behind bars, up to 3 "
         "sizes a frame): count error, HOTA, IDF1 per detector (shapes FP32, pruned INT8, "
-        "FP32 on noisy clips), split (tune, held-out) and --detect-every N, then each "
-        "counting rule replayed on the same boxes.")] = False,
+        "FP32 on noisy clips, the truth's boxes), split (tune, held-out) and --detect-every "
+        "N; the count error of the same boxes with the truth's identities (what the tracker "
+        "costs); then each counting rule replayed on the same boxes.")] = False,
     classify: Annotated[bool, typer.Option(
         "--classify", help="Instead: the shipped classifier (shapes-pattern) on tracked "
         "objects: per-track accuracy on the tracking clips (FP32, INT8), and the pipeline's "
