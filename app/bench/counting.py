@@ -119,14 +119,15 @@ def record(quality: str, split: str, every: int, out: Path) -> dict[str, Any]:
         summary = json.loads((out / "summary.json").read_text())
         counts = {sid: s["analytics"] for sid, s in summary["streams"].items()}
         scores, fps = run.overall, round(run.frames / run.wall_s, 1)
+    truth = truths(clips)
     zone_errors = sum(abs(counts[sid]["zones"][ZONE[0]][k] - t[k])
-                      for sid, c in truths(clips).items() for k in ("entered", "exited")
+                      for sid, c in truth.items() for k in ("entered", "exited")
                       for t in [c["zones"][ZONE[0]]])
     found = {sid: c["lines"] for sid, c in counts.items()}
     return {"quality": quality, "split": split, "detect_every": every,
             "HOTA": scores["HOTA"], "IDF1": scores["IDF1"], "IDSW": scores["IDSW"],
-            "fps": fps, "zone_errors": zone_errors, **count_error(found, truths(clips)),
-            "true_ids": true_id_error(out, clips, analytics(every), spec), "run": str(out)}
+            "fps": fps, "zone_errors": zone_errors, **count_error(found, truth),
+            "true_ids": true_id_error(out, truth, analytics(every), spec), "run": str(out)}
 
 
 def replayed_error(run: Path, quality: str, split: str, rule: Rule,

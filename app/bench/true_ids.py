@@ -8,14 +8,12 @@ run's error above it is its tracker's identities.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.run.sources import stream_ids
-from models.counting_data import counting_scene, counts_path
+from models.counting_data import counting_scene
 from models.counting_truth import count_error, object_boxes
 from models.spec import ModelSpec
 from pipelines.analytics.config import AnalyticsConfig
@@ -46,22 +44,23 @@ def true_ids(xyxy: np.ndarray, object_ids: np.ndarray, object_xyxy: np.ndarray) 
     return ids
 
 
-def true_id_error(run: Path, clips: list[Path], config: AnalyticsConfig,
+def true_id_error(run: Path, truths: dict[str, dict[str, Any]], config: AnalyticsConfig,
                   spec: ModelSpec) -> dict[str, Any]:
-    """The count error of ``run``'s boxes (its ``detections.jsonl``, of the counting set's
-    ``clips``) with the truth's identities, by ``config``'s lines. The frames the model did
-    not see pass with no boxes, as the lines' clock goes on."""
+    """The count error of ``run``'s boxes (its ``detections.jsonl``, of counting-set clips
+    whose truths, each its ``counts.json``, are given by stream) with the truth's identities,
+    by ``config``'s lines. The frames the model did not see pass with no boxes, as the
+    lines' clock goes on."""
     recorded = recorded_streams(run / "detections.jsonl")
-    found, truths = {}, {}
-    for sid, clip in zip(stream_ids(clips), clips, strict=True):
-        truths[sid] = json.loads(counts_path(clip).read_text())
-        scene = counting_scene(int(truths[sid]["seed"]))
+    found = {}
+    for sid, truth in truths.items():
+        scene = counting_scene(int(truth["seed"]))
         lines = [LineCounter(c, class_ids(c.classes, spec, f"line {c.name}"))
                  for c in config.lines]
         for frame in recorded[sid]:
-            seen = not frame.predicted and frame.skipped is None
-            d = frame.detections if seen else Detections.empty()
-            ids = true_ids(d.xyxy, *object_boxes(scene, frame.index))
+            d, ids = Detections.empty(), np.zeros(0, np.int64)
+            if not frame.predicted and frame.skipped is None:
+                d = frame.detections
+                ids = true_ids(d.xyxy, *object_boxes(scene, frame.index))
             for line in lines:
                 line.update(d.xyxy, ids, d.class_id)
         found[sid] = {line.config.name: dict(line.counts) for line in lines}

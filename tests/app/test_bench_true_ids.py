@@ -10,7 +10,7 @@ import numpy as np
 from app.bench.counting import analytics
 from app.bench.true_ids import true_id_error, true_ids
 from app.run.sources import stream_ids
-from models.counting_data import FRAMES, TUNE_SEEDS, counting_scene, write_truth
+from models.counting_data import FRAMES, TUNE_SEEDS, counting_scene, counts_path, write_truth
 from models.counting_truth import object_boxes
 from models.zoo import resolve_model
 
@@ -57,5 +57,6 @@ def test_the_whole_outlines_with_their_true_ids_count_what_the_truth_walks(tmp_p
             lines.write(json.dumps({"stream": sid, "frame": index, "pts": index / 30,
                                     "detections": detections}) + "\n")
     _, spec = resolve_model("models/zoo/shapes-yolo/model.onnx")
-    error = true_id_error(tmp_path, [clip], analytics(1), spec)
+    truth = {sid: json.loads(counts_path(clip).read_text())}
+    error = true_id_error(tmp_path, truth, analytics(1), spec)
     assert error["crossings"] >= 10 and error["errors"] <= 1, error
