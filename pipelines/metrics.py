@@ -159,9 +159,9 @@ class PipelineMetrics(AnalyticsMetrics):
         self._wait_by(stage).observe(seconds)
         self.stage_waits[stage].add(seconds)
 
-    def frame_received(self, stream: str) -> None:
+    def frame_received(self, stream: str, count: int = 1) -> None:
         with self._lock:
-            self.received[stream] += 1
+            self.received[stream] += count
 
     def frame_outcome(self, stream: str, outcome: str, count: int = 1) -> None:
         if outcome not in OUTCOMES:

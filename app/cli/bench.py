@@ -21,6 +21,8 @@ from app.cli.options import (
     RuntimeOpt,
 )
 
+STREAMS_DEFAULT = "1,2,4,8"
+
 
 def bench(
     quick: Annotated[bool, typer.Option("--quick", help="One short repetition (about a "
@@ -29,10 +31,12 @@ def bench(
         "--source", help="Clip to measure on (default: the 720p demo clip).")] = None,
     model: ModelOpt = None,
     streams: Annotated[str, typer.Option("--streams", help="Stream counts for the scaling "
-                                         "table.")] = "1,2,4,8",
+                                         "table (with --overhead: 1,8,64,256).")]
+    = STREAMS_DEFAULT,
     reps: Annotated[int, typer.Option("--reps", min=1, help="Interleaved repetitions.")] = 3,
     frames: Annotated[int | None, typer.Option(
-        "--frames", min=1, help="Frames per run (default: the whole clip).")] = None,
+        "--frames", min=1, help="Frames per run (default: the whole clip; with --overhead: "
+        "a row's frames over all its streams, 6000).")] = None,
     live_seconds: Annotated[float, typer.Option(
         "--live", help="Also run live: a camera paced at 30 fps for this many seconds.")] = 0.0,
     service: Annotated[str | None, typer.Option(
@@ -135,6 +139,13 @@ def bench(
     short: Annotated[bool, typer.Option(
         "--short", help="With --loadgen: seconds a run, for CI (LoadGen may call the runs "
         "INVALID for their length).")] = False,
+    overhead: Annotated[bool, typer.Option(
+        "--overhead", help="Instead: the engine's own cost per frame, the model out of the "
+        "way: a null detector (no boxes, made here) behind every stage, over --streams "
+        "streams (default 1,8,64,256) of a quiet 640x360@15 clip (made once, in "
+        "build/overhead), every frame detected and motion-gated, from memory (decoded once) "
+        "and from files beside decoding alone: frames/s and CPU ms a frame by part.")]
+    = False,
     runtime: RuntimeOpt = DEFAULTS.runtime,
     device: DeviceOpt = DEFAULTS.device,
     batch_timeout_ms: Annotated[float, typer.Option(
@@ -155,15 +166,14 @@ def bench(
     with failing_cleanly():
         if _cameras(capacity, motion, cameras, modes, seconds, out, not uncapped):
             pass
+        elif overhead:
+            _overhead(streams, frames, out)
         elif loadgen is not None:
             _loadgen(loadgen, model, dict(runtime=runtime, device=device, batch_timeout_ms=
                      batch_timeout_ms, latency_budget_ms=latency_budget_ms or None), out,
                      loadgen_seconds, short)
         elif events:
-            from app.bench.events import bench_events
-            from app.run.demo import DEMO_CLIP, ensure_demo_clip
-
-            bench_events(console, reps, out, ensure_demo_clip(DEMO_CLIP, console), events_mqtt)
+            _events(reps, out, events_mqtt)
         elif runtimes:
             from app.bench.commands import bench_runtimes
 
@@ -203,6 +213,24 @@ def _loadgen(scenarios: str, model: str | None, settings: dict[str, Any], out: P
     models = [m for m in model.split(",") if m.strip()] if model else list(MODELS)
     bench_loadgen(console, [s.strip() for s in scenarios.split(",") if s.strip()], models,
                   PipelineOptions(**settings), out, seconds=seconds, short=short)
+
+
+def _events(reps: int, out: Path, mqtt: str | None) -> None:
+    """``--events``: what events cost, on the demo clip."""
+    from app.bench.events import bench_events
+    from app.run.demo import DEMO_CLIP, ensure_demo_clip
+
+    bench_events(console, reps, out, ensure_demo_clip(DEMO_CLIP, console), mqtt)
+
+
+def _overhead(streams: str, frames: int | None, out: Path) -> None:
+    """``--overhead``: the engine's cost per frame with a null detector; ``--streams`` left at
+    its scaling default means the overhead's own counts."""
+    from app.bench.commands import _ints
+    from app.bench.overhead import FRAMES, SOURCES, STREAMS, bench_overhead
+
+    counts = list(STREAMS) if streams == STREAMS_DEFAULT else _ints(streams)
+    bench_overhead(console, counts, frames or FRAMES, out, list(SOURCES))
 
 
 def _tracked(counting: bool, tracking: bool, classify: bool, detect_every: str, reps: int,

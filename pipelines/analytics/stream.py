@@ -4,7 +4,9 @@ then its lines and zones — in frame order.
 A detected frame's riders (the frames ``--detect-every`` kept from the model) come out first,
 each with the tracker's boxes (``predicted``), then the frame itself with its tracked boxes.
 A frame motion gating skipped (``skipped``), and its riders, come out with no boxes and leave
-the tracker alone: it is skipped only when no object was seen lately (``watch_until``).
+the tracker alone: it is skipped only when no object was seen lately (``watch_until``); a
+skipped frame that rides with another (a run of them, ``decode.selection``) comes out as
+skipped, never predicted.
 Every result gets the stream's counts after it (``analytics``) and the events it completed
 (``events``: ``line_cross``, ``zone_enter``, ``zone_exit``, ``loiter``, ``crowd_begin``,
 ``crowd_end``), which the metrics, the events sink and the summary read.
@@ -122,16 +124,15 @@ class StreamAnalytics:
         tracks; counted by ``count`` (the classifiers answer in between)."""
         if result.frame.skipped:
             frame = dataclasses.replace(result.frame, riders=[])
-            filled = [Result(r, Detections.empty(), r.timings, predicted=True)
-                      for r in result.frame.riders]
-            return Tracked(filled, Result(frame, Detections.empty(), frame.timings), None)
+            return Tracked([_unseen(r) for r in result.frame.riders],
+                           Result(frame, Detections.empty(), frame.timings), None)
         before = self.tracker.last
         tracked = self.tracker.update(result.detections, result.frame.pts)
         riders = result.frame.riders
-        predicted = [Result(rider, boxes, rider.timings, predicted=True) for rider, boxes in
-                     zip(riders, self.tracker.between(before, [r.pts for r in riders]),
-                         strict=True)]
-        self.predicted += len(predicted)
+        between = iter(self.tracker.between(before, [r.pts for r in riders if not r.skipped]))
+        predicted = [_unseen(r) if r.skipped else
+                     Result(r, next(between), r.timings, predicted=True) for r in riders]
+        self.predicted += sum(1 for r in riders if not r.skipped)
         frame = dataclasses.replace(result.frame, riders=[])
         if len(tracked) and frame.pts is not None:
             self.watch_until = frame.pts + self._watch_s
@@ -195,6 +196,13 @@ class StreamAnalytics:
         processes the results, or once they are done: readers elsewhere read ``latest``."""
         return {"lines": {line.config.name: dict(line.counts) for line in self.lines},
                 "zones": {zone.config.name: zone.counts(now) for zone in self.zones}}
+
+
+def _unseen(frame: Frame) -> Result:
+    """The result of a frame the model did not see that leaves the tracker alone: a
+    skipped one (motion gating) as it is, any other predicted (no tracked objects to fill
+    in: a skipped frame's riders)."""
+    return Result(frame, Detections.empty(), frame.timings, predicted=not frame.skipped)
 
 
 def _said(track_ids: np.ndarray, answers: dict[int, Answer],

@@ -1,9 +1,15 @@
-"""FrameSelection: which of a stream's decoded frames go to the model, in the order they come.
+"""FrameSelection: which of a stream's decoded frames go to the model, in the order they come,
+chosen on the stream's decoder thread.
 
 The picker (``--detect-every``, ``--detect-fps``) offers some; motion gating (``MotionGate``)
-may skip an offered one (``skipped = "idle"``); the frames not offered are held and ride with
-the next frame handed on. Riders and skipped frames keep their pictures only where a sink
-draws on them (``rider_images``).
+may skip an offered one (``skipped = "idle"``); the frames not offered, and the skipped
+ones, are held and ride with a later frame: a frame for the model carries those held since
+the last one; skipped frames go on as a *run*, the last skipped frame carrying the frames
+held before it, once the run spans ``SKIP_RUN_S`` of the stream's time or just before the
+next frame for the model. So a quiet camera's frames leave the decoder thread once a second,
+not one by one, each still a result of its own further on (its line, its count). Held
+frames keep their pictures only where a sink draws on them (``rider_images``): a slow
+detection rate holds metadata, not pictures.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 from pipelines.decode.motion import MotionGate
 from pipelines.decode.picker import DetectionPicker
 from pipelines.frame import Frame
+
+SKIP_RUN_S = 1.0  # the longest a run of skipped frames waits on its decoder thread
 
 
 class FrameSelection:
@@ -23,32 +31,53 @@ class FrameSelection:
     def holding(self) -> bool:
         return bool(self._held)
 
-    def select(self, frame: Frame, motion: float | None, step: float) -> Frame | None:
-        """``frame`` to hand on, carrying the frames held for it; None when it is held (its
-        ``motion`` noted for the gate; ``step``: the stream's frame interval)."""
+    def select(self, frame: Frame, motion: float | None, step: float) -> list[Frame]:
+        """The frames to hand on now, in order (none while ``frame`` is held): a run of
+        skipped frames, and ``frame`` carrying the frames held for it (``motion``: its motion,
+        noted for the gate; ``step``: the stream's frame interval)."""
         if not self.picker.thins and self.gate is None:
-            return frame
+            return [frame]
         assert frame.pts is not None, "a frame on the stream's timeline has a pts"
         if self.gate is not None:
             self.gate.note(motion)
         if not self.picker.take(frame.pts, step):
-            self._held.append(frame)
-            return None
+            self._hold(frame)
+            return []
         if self.gate is not None and not self.gate.take(frame.pts, step):
-            frame = self._rider(frame)
             frame.skipped = "idle"
-        frame.riders = [self._rider(f) for f in self._held]
-        self._held = []
-        return frame
+            self._hold(frame)
+            first = self._held[0].pts
+            assert first is not None
+            return [self._run()] if frame.pts - first >= SKIP_RUN_S - step / 2 else []
+        run = [self._run()] if any(f.skipped for f in self._held) else []
+        frame.riders, self._held = [self._rider(f) for f in self._held], []
+        return [*run, frame]
 
     def release(self) -> Frame | None:
         """At the end: the last frame held, carrying the others (None: none held)."""
         if not self._held:
             return None
         last = self._held.pop()
-        last.riders = [self._rider(f) for f in self._held]
-        self._held = []
+        last.riders, self._held = self._held, []
         return last
 
+    def _hold(self, frame: Frame) -> None:
+        """Hold ``frame``: only the last frame held keeps its picture (``release`` may hand
+        it to the model), unless riders keep theirs; a skipped one never needs it."""
+        if self._held:
+            self._held[-1] = self._rider(self._held[-1])
+        self._held.append(self._rider(frame) if frame.skipped else frame)
+
+    def _run(self) -> Frame:
+        """The last skipped frame held, carrying the frames held before it; the frames held
+        after it stay for the next."""
+        last = max(i for i, f in enumerate(self._held) if f.skipped)
+        carrier = self._held[last]
+        carrier.riders = [self._rider(f) for f in self._held[:last]]
+        self._held = self._held[last + 1:]
+        return carrier
+
     def _rider(self, frame: Frame) -> Frame:
-        return frame if self.rider_images else frame.without_image()
+        if self.rider_images or (frame.image is None and frame.load is None):
+            return frame
+        return frame.without_image()

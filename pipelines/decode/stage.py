@@ -32,7 +32,10 @@ from pipelines.stage import Stage
 log = logging.getLogger(__name__)
 
 
-FILE_READ_AHEAD = 4  # pictures per call to the decoder thread for a file source
+FILE_READ_AHEAD = 4  # frames handed on per call to the decoder thread for a file source
+# the most pictures one call decodes while it has nothing to hand on (frames held for the
+# next one the model sees): then it returns, empty, and the next call goes on
+MOST_PICTURES_PER_CALL = 64
 
 
 class PacketSource(Protocol):
@@ -71,23 +74,21 @@ class PictureDecoder(Protocol):
 
 @dataclass(slots=True)
 class DecodeStep:
-    """What one call into the decoder thread produced."""
+    """What one call into the decoder thread produced: the frames it hands on (chosen there,
+    each carrying the frames before it the model does not see) and how long it decoded."""
 
-    captured_at: float
-    pictures: list[DecodedPicture] = field(default_factory=list)
-    motion: list[float | None] = field(default_factory=list)  # each picture's, when gated
-    errors: int = 0
-    skipped: int = 0  # packets not decoded: the stream was behind, waiting for a key frame
-    ended: bool = False
-    epoch: int = 0  # the source's connection the pictures came on
+    frames: list[Frame] = field(default_factory=list)
     decode_s: float = 0.0  # time in the decoder: waiting for a live source's packets is not work
 
 
 class DecodeStage(Stage[int, Frame]):
     """A source stage: each call asks the decoder thread for up to ``pictures_per_call``
-    pictures. A file is read ahead one call (its next pictures are decoded while the event
-    loop hands on the last ones) and several pictures per call; a camera's read blocks until
-    its next frame, so it gets one picture per call and no read-ahead."""
+    frames to hand on. The thread decodes, dates, counts and chooses them (``selection``):
+    a frame the model is not to see stays there until it rides with one that goes on, so a
+    quiet camera's frames cost the event loop one hand-off for a run of them
+    (``FrameSelection``), not one each. A file is read ahead one call (its next pictures are
+    decoded while the event loop hands on the last ones) and several frames per call; a
+    camera's read blocks until its next frame, so it hands on one per call, no read-ahead."""
 
     def __init__(self, source: PacketSource, make_decoder: Callable[[Any], PictureDecoder],
                  output: Output[Frame], metrics: PipelineMetrics, *,
@@ -107,10 +108,9 @@ class DecodeStage(Stage[int, Frame]):
         self.decoder: PictureDecoder | None = None
         self._epoch = -1
         self.stream_id = source.stream_id
-        self.decoded = self.decode_errors = 0  # pictures handed on (received); failed
+        self.decoded = self.decode_errors = 0  # pictures made frames of (received); failed
         self._packets: Iterator[av.Packet] | None = None
         self._index = 0  # the next frame's index: pictures and errors both count
-        self._kept = 0  # pictures kept to be handed on: ``decoded`` once they all are
         self._ended = False
         if max_lag_s is not None and max_lag_s <= 0:
             raise ValueError(f"max lag must be > 0 s, got {max_lag_s}")
@@ -131,71 +131,42 @@ class DecodeStage(Stage[int, Frame]):
             rider_images)
 
     async def next_items(self) -> list[int]:
-        """How many pictures the next call asks for; ChannelClosed once the stream ended, the
-        frame limit is reached or a stop was asked for."""
+        """How many frames the next call is to hand on; ChannelClosed once the stream ended,
+        the frame limit is reached or a stop was asked for."""
         if self._ended or self._stopping or self._limit_reached():
             if self.selection.holding:
                 return [0]  # one last call: the frames held back for the next detected one
             raise ChannelClosed(f"{self.stream_id}: no more pictures")
-        wanted = self.pictures_per_call
-        if self.frame_limit is not None:
-            wanted = min(wanted, self.frame_limit - self._kept)
-        return [wanted]
+        return [self.pictures_per_call]
 
     def process(self, items: list[int]) -> DecodeStep:
         if items[0] == 0:
-            return DecodeStep(captured_at=time.monotonic())
+            last = self.selection.release()
+            return DecodeStep([] if last is None else [last])
         return self._step(items[0])
 
     def work_seconds(self, result: DecodeStep, seconds: float) -> float:
         return result.decode_s  # waiting for a live source's packets is not work
 
     def outputs(self, items: list[int], result: DecodeStep,
-                seconds: float) -> Iterator[Frame]:
-        """The call's pictures as Frames, each counted as received as it is handed on.
-        Errors are counted at once; pictures past the limit, or decoded after a stop, are not
-        received. The books are updated before the first frame goes, so the next call is
-        asked for knowing them. A frame not for the model (``self.selection``) is held
-        back and goes as a rider of the next one that is; the last call of a stream that
-        ended or stopped hands on what is held, its last frame carrying the others."""
-        if items[0] == 0:
-            last = self.selection.release()
-            if last is not None:
-                yield last
-            return
-        if self._ended or self._stopping:
-            return
-        pictures = result.pictures
-        if self.frame_limit is not None:
-            pictures = pictures[:self.frame_limit - self._kept]
-        first = self._index + result.skipped  # a live call's skips come before its picture
-        self._kept += len(pictures)
-        self._index += len(pictures) + result.errors + result.skipped
-        self._count_errors(result.errors)
-        self._count_skipped(result.skipped)
-        if result.ended:
-            self._ended = True
-            self._count_missing()
-        for i, picture in enumerate(pictures):
-            frame = self._frame(first + i, picture, result)
-            self.decoded += 1
-            self.metrics.frame_received(self.stream_id)
-            chosen = self.selection.select(frame, result.motion[i] if result.motion else None,
-                                           self.timeline.step)
-            if chosen is not None:
-                yield chosen
+                seconds: float) -> list[Frame]:
+        """The call's frames, already counted as received on the decoder thread (a call
+        under way when a stop was asked for still hands on what it made: a drained stop
+        loses nothing)."""
+        return result.frames
 
-    def _frame(self, index: int, picture: DecodedPicture, result: DecodeStep) -> Frame:
+    def _frame(self, index: int, picture: DecodedPicture, captured_at: float,
+               decode_s: float) -> Frame:
         """A picture as the stream's frame ``index``: captured when its camera sent it (when
         decoded, for a file), on the stream's timeline (a gap before it counted)."""
         arrived = self.source.arrival_time(picture.pts)
-        captured = result.captured_at if arrived is None else arrived
-        pts, gap = self.timeline.at(picture.pts, result.epoch, captured)
+        captured = captured_at if arrived is None else arrived
+        pts, gap = self.timeline.at(picture.pts, self._epoch, captured)
         if gap is not None:
             self.metrics.count_gap(self.stream_id, gap)
         return Frame(self.stream_id, index, pts, captured, picture.image, ready=picture.ready,
-                     timings={"decode": result.decode_s / len(result.pictures)},
-                     source_size=picture.source_size, load=picture.load, gap_s=gap)
+                     timings={"decode": decode_s}, source_size=picture.source_size,
+                     load=picture.load, gap_s=gap)
 
     def request_stop(self) -> None:
         """Stop reading now: the source's close() is thread-safe, and ends a wait for a live
@@ -204,39 +175,67 @@ class DecodeStage(Stage[int, Frame]):
         self.source.close()
 
     def _limit_reached(self) -> bool:
-        return self.frame_limit is not None and self._kept >= self.frame_limit
+        return self.frame_limit is not None and self.decoded >= self.frame_limit
 
     def _step(self, wanted: int) -> DecodeStep:
-        """On the decoder thread: read packets until ``wanted`` pictures came out, a packet
-        fails, or the stream ends."""
+        """On the decoder thread: read packets until ``wanted`` frames are chosen to hand on,
+        a packet fails, the stream ends or the frame limit is reached, or
+        ``MOST_PICTURES_PER_CALL`` pictures were decoded with nothing to hand on. Every
+        picture is counted as received here (the call's together), every failed packet as
+        ``decode_error``, every packet skipped to catch up as ``dropped_stale``."""
         if self._packets is None:
             self._packets = self.source.packets()
-        step = DecodeStep(captured_at=time.monotonic())
-        for packet in self._packets:
-            step.captured_at = time.monotonic()  # the packet is here: a live frame's capture
-            if self.lag.behind(packet, step.captured_at):
-                step.skipped += 1
-                continue
-            decoder = self._current_decoder()
-            step.epoch = self._epoch
-            start = time.perf_counter()
-            try:
-                pictures = decoder.decode(packet)
-                step.pictures.extend(pictures)
-                if self.meter is not None:
-                    step.motion.extend(self.meter.measure(p) for p in pictures)
-            except DecodeError as e:
-                log.debug("%s: %s", self.stream_id, e)
-                step.errors += 1
-            finally:
-                step.decode_s += time.perf_counter() - start
+        step = DecodeStep()
+        made = failed = 0
+        try:
+            for packet in self._packets:
+                captured = time.monotonic()  # the packet is here: a live frame's capture
+                if self.lag.behind(packet, captured):
+                    self._index += 1
+                    self._count_skipped(1)
+                    continue
+                start = time.perf_counter()
+                try:
+                    pictures = self._decode(packet)
+                except DecodeError as e:
+                    log.debug("%s: %s", self.stream_id, e)
+                    failed = 1
+                    return step
+                finally:
+                    spent = time.perf_counter() - start
+                    step.decode_s += spent
+                for picture, motion in pictures:
+                    if self._limit_reached():
+                        return step  # past the limit: not received
+                    made += 1
+                    self.decoded += 1
+                    frame = self._frame(self._index, picture, captured, spent / len(pictures))
+                    self._index += 1
+                    step.frames += self.selection.select(frame, motion, self.timeline.step)
+                if len(step.frames) >= wanted or made >= MOST_PICTURES_PER_CALL \
+                        or self._limit_reached():
+                    return step
+            self._ended = True
+            self._count_missing()
+            return step
+        finally:
+            self._index += failed
+            self._count_errors(failed)
+            if made:
+                self.metrics.frame_received(self.stream_id, made)
+
+    def _decode(self, packet: Any) -> list[tuple[DecodedPicture, float | None]]:
+        """The pictures a packet completes, each with its motion where the stream is gated."""
+        decoder = self._current_decoder()
+        try:
+            pictures = decoder.decode(packet)
+        finally:
             if packet is None and not getattr(decoder, "resumes_after_flush", False):
                 decoder.close()  # flushed for good: a looped file's next pass gets a new one
                 self.decoder = None
-            if len(step.pictures) >= wanted or step.errors:
-                return step
-        step.ended = True
-        return step
+        if self.meter is None:
+            return [(p, None) for p in pictures]
+        return [(p, self.meter.measure(p)) for p in pictures]
 
     def _count_skipped(self, count: int) -> None:
         self.skipped += count
@@ -260,14 +259,13 @@ class DecodeStage(Stage[int, Frame]):
     def _count_lost(self, count: int, cause: str) -> None:
         """``count`` frames received and lost to ``cause``."""
         if count:
-            for _ in range(count):
-                self.metrics.frame_received(self.stream_id)
+            self.metrics.frame_received(self.stream_id, count)
             self.metrics.frame_outcome(self.stream_id, cause, count)
 
     def _count_missing(self) -> None:
         """A truncated file declares more frames than it delivers: count the rest as errors."""
         declared = self.source.frame_count
-        seen = self._kept + self.decode_errors
+        seen = self.decoded + self.decode_errors
         if declared is not None and declared > seen:
             missing = declared - seen
             log.warning("%s: %d of %d declared frames could not be decoded (truncated or "

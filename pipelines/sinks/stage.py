@@ -68,19 +68,30 @@ class SinkStage(Stage[Result, None]):
                 sink.write(result)
 
     def outputs(self, items: list[Result], result: None, seconds: float) -> list[None]:
-        for done in items:
-            self._account(done)
+        self._account(items)
         if self.on_written is not None:
             self.on_written(items)
         return []
 
-    def _account(self, result: Result) -> None:
-        stream = result.frame.stream_id
-        if result.frame.skipped:
-            self.metrics.frame_outcome(stream, f"skipped_{result.frame.skipped}")
-        else:
-            self.metrics.observe_latency(stream, time.monotonic() - result.frame.captured_at)
-            self.metrics.frame_outcome(stream, "processed")
-        self.emitted[stream] += 1
-        for class_id, count in Counter(result.detections.class_id.tolist()).items():
+    def _account(self, results: list[Result]) -> None:
+        """The call's frames in the books: each stream's outcomes and boxes counted once
+        for the call, each detected frame's latency observed."""
+        now = time.monotonic()
+        outcomes: Counter[tuple[str, str]] = Counter()
+        boxes: Counter[tuple[str, int]] = Counter()
+        for result in results:
+            frame = result.frame
+            stream = frame.stream_id
+            if frame.skipped:
+                outcomes[stream, f"skipped_{frame.skipped}"] += 1
+            else:
+                self.metrics.observe_latency(stream, now - frame.captured_at)
+                outcomes[stream, "processed"] += 1
+            if len(result.detections):
+                for class_id in result.detections.class_id.tolist():
+                    boxes[stream, class_id] += 1
+        for (stream, outcome), count in outcomes.items():
+            self.metrics.frame_outcome(stream, outcome, count)
+            self.emitted[stream] += count
+        for (stream, class_id), count in boxes.items():
             self.metrics.count_detections(stream, self.spec.label(class_id), count)

@@ -1,0 +1,63 @@
+"""Timers the overhead bench puts around two parts of the engine that run inside other
+threads' time: the metrics' recording calls (``TimedMetrics``) and the motion gate's choice
+(``time_gates``), each call timed by the CPU time of the thread it runs on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+from pipelines.decode.stage import DecodeStage
+from pipelines.metrics import PipelineMetrics
+from pipelines.pipeline import Pipeline
+
+F = TypeVar("F", bound=Callable[..., Any])
+RECORDING = ("observe_stage", "observe_wait", "frame_received", "frame_outcome",
+             "observe_latency", "observe_batch", "count_detections", "count_gap",
+             "count_line_crossing", "count_zone_event", "set_zone_occupancy")
+
+
+class Stopwatch:
+    """Seconds spent in the calls it wraps (a race between two threads may lose an
+    increment: the figure is a bench's, not the books')."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def wrap(self, fn: F) -> F:
+        @wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.thread_time() - start
+        return timed  # type: ignore[return-value]
+
+
+class TimedMetrics(PipelineMetrics):
+    """PipelineMetrics whose recording calls are timed (``seconds``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._watch = Stopwatch()
+        for name in RECORDING:
+            setattr(self, name, self._watch.wrap(getattr(self, name)))
+
+    @property
+    def seconds(self) -> float:
+        return self._watch.seconds
+
+
+def time_gates(pipeline: Pipeline) -> Stopwatch:
+    """Time every decode stage's frame selection (the picker and the motion gate, on the
+    event loop) and motion measurement (on the decode thread)."""
+    watch = Stopwatch()
+    for stage in pipeline.stages:
+        if isinstance(stage, DecodeStage):
+            stage.selection.select = watch.wrap(stage.selection.select)  # type: ignore[method-assign]
+            if stage.meter is not None:
+                stage.meter.measure = watch.wrap(stage.meter.measure)  # type: ignore[method-assign]
+    return watch
