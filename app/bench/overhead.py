@@ -5,8 +5,9 @@ behind every stage of ``vidpipe run``'s pipeline — decode, preprocess, inferen
 decoding, tracking (ByteTrack), the JSON lines sink and the metrics — over 1 to 256 streams
 of a quiet 640x360@15 camera's clip (an empty scene with sensor noise, made once in
 build/overhead). Each row is a process-wide figure: frames through every stage a second, and
-CPU milliseconds a frame by part, from each thread's CPU time (decode threads, the event loop
-that hands frames between stages and runs the gate, each stage's worker), with the metrics'
+CPU milliseconds a frame by part, from each thread's CPU time (decode threads, which also
+measure motion and choose the frames, the event loop that hands frames between stages, each
+stage's worker), with the metrics'
 own calls and the motion gate timed apart. Sources:
 
 - ``memory``: the clip decoded once, its pictures replayed (nothing is decoded: the engine's
@@ -111,7 +112,7 @@ def engine_row(source_kind: str, mode: str, streams: int, frames: int, clip: Pat
     done = sum(sum(metrics.outcomes[s.stream_id].values()) for s in sources)
     parts = clock.totals()
     parts["metrics (within the above)"] = metrics.seconds
-    parts["gate (within the event loop)"] = gates.seconds
+    parts["gate (within the above)"] = gates.seconds
     per_frame = {k: round(v * 1000 / max(done, 1), 4) for k, v in sorted(parts.items())}
     return {"source": source_kind, "mode": mode, "streams": streams, "frames": done,
             "wall_s": round(wall, 3), "fps": round(done / wall, 1),

@@ -66,9 +66,7 @@ def decode_once(clip: Path, spec: ModelSpec, motion: bool) -> tuple[list[Decoded
         if motion:
             decoder.export_motion(True)
         pictures = [p for packet in source.packets() for p in decoder.decode(packet)]
-        for picture in pictures:
-            if picture.image is None and picture.load is not None:
-                picture.image, picture.load = picture.load(), None
+        for picture in pictures:  # not lazy: each picture made at once
             if picture.motion is not None and picture.motion.luma is not None:
                 picture.motion.luma = picture.motion.luma.copy()  # FFmpeg's buffer is reused
         decoder.close()
@@ -138,7 +136,7 @@ def _thread_cpu_ns(tid: int) -> int | None:
 
 def thread_group(name: str) -> str:
     """The engine's part a thread works for, from its name: ``vidpipe-decode-s0_0`` is
-    decode; the main thread runs the event loop (hand-offs, the gate, the books)."""
+    decode; the main thread runs the event loop (hand-offs, the books)."""
     if name == "MainThread":
         return "event loop"
     if name == CLOCK_THREAD:

@@ -52,8 +52,8 @@ class TimedMetrics(PipelineMetrics):
 
 
 def time_gates(pipeline: Pipeline) -> Stopwatch:
-    """Time every decode stage's frame selection (the picker and the motion gate, on the
-    event loop) and motion measurement (on the decode thread)."""
+    """Time every decode stage's motion measurement and frame selection (the picker and
+    the motion gate), both on its decoder thread."""
     watch = Stopwatch()
     for stage in pipeline.stages:
         if isinstance(stage, DecodeStage):

@@ -129,10 +129,11 @@ class StreamAnalytics:
         before = self.tracker.last
         tracked = self.tracker.update(result.detections, result.frame.pts)
         riders = result.frame.riders
-        between = iter(self.tracker.between(before, [r.pts for r in riders if not r.skipped]))
+        filled = [r for r in riders if not r.skipped]  # a skipped rider stays skipped
+        between = iter(self.tracker.between(before, [r.pts for r in filled]))
         predicted = [_unseen(r) if r.skipped else
                      Result(r, next(between), r.timings, predicted=True) for r in riders]
-        self.predicted += sum(1 for r in riders if not r.skipped)
+        self.predicted += len(filled)
         frame = dataclasses.replace(result.frame, riders=[])
         if len(tracked) and frame.pts is not None:
             self.watch_until = frame.pts + self._watch_s

@@ -17,7 +17,7 @@ Motion is measured on the decode thread, for every decoded frame, in one of two 
 A frame is moving when its moving share of the unmasked picture reaches ``MOVING_AREA``.
 The constants were chosen on the capacity bench's scenes (docs/BENCHMARKS.md).
 
-``MotionGate`` decides on the event loop, for each frame the picker offers the model: motion
+``MotionGate`` decides on the same thread, for each frame the picker offers the model: motion
 on any frame since the last offered one or within ``MOTION_HOLD_S`` before it, an object seen
 on a detected frame within the tracker's lost-track time (``watch``: a stopped object is
 still detected), or the heartbeat due, and the frame goes to the model; otherwise it is
