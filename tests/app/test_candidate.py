@@ -67,13 +67,20 @@ def test_a_candidate_holds_to_its_cpu_budget(lanes_root, tmp_path):
         (detector,) = client.get("/api/stats").json()["detectors"]
         url = f"/api/detectors/{detector['id']}/candidate"
         assert client.post(url, json={"model": INT8, "share": 1.0,
-                                      "cpu_budget": 0.05}).status_code == 201
-        time.sleep(4)
-        report = client.get(url).json()
+                                      "cpu_budget": 0.01}).status_code == 201
+
+        def offered_120():  # four seconds of a 30 frames/s camera, taken or passed over
+            report = client.get(url).json()
+            seen = report["agreement"]["frames"] + sum(report["passed_over"].values())
+            return report if seen >= 120 else None
+
+        report = wait_for(offered_120, timeout=60)
         # a frame's cost at most over: the budget is checked before each frame it takes
-        assert report["cpu_share"] <= 0.05 + report["candidate_cpu_ms_per_frame"] / 1000 / 4
+        assert report["cpu_share"] <= 0.01 + (report["candidate_cpu_ms_per_frame"] / 1000
+                                              / report["running_s"])
         assert report["agreement"]["frames"] > 0
-        # 30 frames a second offered, more than 0.05 of a core can take: the rest passed over
+        # 0.01 of a core takes fewer than half of 120 frames unless a frame costs under
+        # 0.7 ms (this model: 2-4 ms on the machines we run): the rest passed over
         assert sum(report["passed_over"].values()) > report["agreement"]["frames"]
 
 
