@@ -24,6 +24,8 @@ from pipelines.geometry import Letterbox
 if TYPE_CHECKING:
     import torch
 
+    from pipelines.sinks.quiet import SkippedRun
+
 # (H, W, 3) uint8 RGB, or a batch (4-D): numpy on the host, torch on a device
 Picture: TypeAlias = "np.ndarray | torch.Tensor"
 
@@ -279,14 +281,12 @@ class Detections:
 
 @dataclass(slots=True)
 class Result:
-    """What the pipeline says about one frame: its metadata, its boxes, and where its time went.
-
-    ``timings`` maps a stage name to the seconds that stage spent on this frame (for a batched
-    stage, on the whole batch the frame was part of). ``predicted``: the boxes are the
-    tracker's, on a frame the model did not see (``--detect-every``). ``analytics``: the
-    stream's line and zone counts after this frame, ``events`` what it completed and
-    ``attributes`` its tracks' classifier answers (track -> head -> (label, confidence)).
-    """
+    """What the pipeline says about one frame: its metadata, its boxes, and where its time went
+    (``timings``: stage -> seconds spent on it; a batched stage's on its whole batch).
+    ``predicted``: the tracker's boxes on a frame the model did not see; ``analytics``: the
+    stream's counts after it, ``events`` what it completed, ``attributes`` its tracks'
+    classifier answers (track -> head -> (label, confidence)); ``folded``: its line is a later
+    one's, whose ``skipped_run`` names the frames it stands for (``sinks.quiet``)."""
 
     frame: Frame
     detections: Detections
@@ -295,3 +295,5 @@ class Result:
     analytics: dict[str, Any] | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     attributes: dict[int, dict[str, tuple[str, float]]] = field(default_factory=dict)
+    folded: bool = False
+    skipped_run: SkippedRun | None = None

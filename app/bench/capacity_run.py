@@ -24,6 +24,7 @@ from app.service.config import ServiceConfig, StreamConfig
 from app.service.service import Service
 from pipelines.events.config import ClipSettings
 from pipelines.metrics import PipelineMetrics
+from pipelines.sinks.quiet import unfold
 from pipelines.synthetic.quiet import Visit, distractor_masks
 
 WARM_UP_S = 5.0
@@ -124,8 +125,9 @@ async def measure(mode: str, count: int, seconds: float, scenes: list[dict[str, 
     delays: list[float] = []
     for k, sid in enumerate(ids):
         path = Path(results.name) / sid / "detections.jsonl"
-        lines = [x for x in map(json.loads, path.read_text().splitlines())
-                 if row["began"] <= _unix(x["time"]) <= row["ended"]] if path.exists() else []
+        lines = [frame for x in map(json.loads, path.read_text().splitlines())
+                 if row["began"] <= _unix(x["time"]) <= row["ended"]
+                 for frame in unfold(x)] if path.exists() else []  # written in the window
         d, f, late = score(lines, truth_of(scenes[k % len(scenes)][MODES[mode]["input"]]))
         due, found, delays = due + d, found + f, delays + late
     results.cleanup()

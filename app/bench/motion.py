@@ -30,6 +30,7 @@ from rich.table import Table
 from app.run.request import RunRequest, run_request
 from pipelines.decode.motion import MotionMeter
 from pipelines.decode.pyav import PyAVDecoder
+from pipelines.sinks.quiet import frame_records
 from pipelines.synthetic.quiet import Visit, distractor_masks, make_quiet_clip, mask_flags
 
 MODES = ("off", "vectors", "pixels")
@@ -122,7 +123,7 @@ def _run(clip: Path, out: Path, mode: str, live: bool) -> tuple[list[dict[str, A
     run_request(RunRequest(sources=[str(clip)], out=out, track="bytetrack", live=live,
                            **gating), on_progress=progress)
     wall, cpu = time.perf_counter() - first[0], time.process_time() - first[1]
-    lines = [json.loads(x) for x in (out / "detections.jsonl").read_text().splitlines()]
+    lines = frame_records((out / "detections.jsonl").read_text().splitlines())
     return lines, json.loads((out / "summary.json").read_text()), wall, cpu
 
 

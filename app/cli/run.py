@@ -162,6 +162,11 @@ def run(
     classify: ClassifyOpt = None, detect_every: DetectEveryOpt = 1, detect_fps: DetectFpsOpt = None,
     motion: MotionOpt = "off", motion_heartbeat: HeartbeatOpt = 10.0, mask: MaskOpt = None,
     record: RecordOpt = None,
+    every_line: Annotated[bool, typer.Option(
+        "--every-line", help="With --motion: a line in detections.jsonl for every frame the "
+        "gate skipped. By default a quiet stretch of them (up to a second) is one line, the "
+        "stretch's last, with \"skipped_run\": {frame, pts, frames} (the first frame's index "
+        "and pts, how many); `vidpipe replay` reads both.")] = False,
     events_mqtt: MqttOpt = None, events_webhook: WebhookOpt = None,
     snapshots: SnapshotsOpt = False, clips: ClipsOpt = False,
     log_level: LogLevelOpt = "info",
@@ -170,7 +175,8 @@ def run(
     time went; with --track, follow them, count them on lines and in zones, and say what
     they do as events (new, update, end, line_cross, zone_enter, ...).
 
-    Writes OUT/detections.jsonl (one line per frame: stream, frame, pts, detections),
+    Writes OUT/detections.jsonl (one line per frame: stream, frame, pts, detections; with
+    --motion, one for a quiet stretch of skipped frames),
     OUT/summary.json and, with analytics, OUT/events.jsonl; exits 2 with one line on bad
     input (missing file, not a video, a camera that cannot be reached, wrong model).
     Cameras run until Ctrl-C (or SIGTERM), which finishes the frames already read and writes
@@ -201,7 +207,8 @@ def run(
             motion_heartbeat_s=motion_heartbeat, masks=mask or [], records=record or [],
             events_mqtt=events_mqtt,
             events_webhooks=events_webhook or [], snapshots=snapshots, clips=clips,
-            heatmap=heatmap, shadow=shadow, shadow_share=shadow_share)
+            heatmap=heatmap, shadow=shadow, shadow_share=shadow_share,
+            every_line=every_line)
         outputs = _with_progress(request)
     _print_outputs(outputs)
     if outputs.unfinished:

@@ -72,11 +72,12 @@ class OutputFolder:
         self.shadow: ShadowSink | None = None
 
     def open_sinks(self, info: StreamInfo, annotate: bool,
-                   analytics: AnalyticsConfig | None = None) -> None:
-        """detections.jsonl, and with ``annotate`` an annotated video per stream (its lines
-        and zones drawn with their counts, where ``analytics`` has any)."""
+                   analytics: AnalyticsConfig | None = None, every_line: bool = False) -> None:
+        """detections.jsonl (``every_line``: each skipped frame's line too), and with
+        ``annotate`` an annotated video per stream (its lines and zones drawn with their
+        counts, where ``analytics`` has any)."""
         out, ids = self.out, self.ids
-        self.sinks.append(JsonlSink(out / "detections.jsonl", self.spec))
+        self.sinks.append(JsonlSink(out / "detections.jsonl", self.spec, every_line))
         if annotate:
             def path_for(sid: str) -> Path:
                 return out / ("annotated.mp4" if len(ids) == 1 else f"annotated-{sid}.mp4")

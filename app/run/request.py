@@ -57,6 +57,7 @@ class RunRequest:
     heatmap: bool = False
     shadow: str | None = None  # --shadow: a candidate model compared on the same frames
     shadow_share: float = 1.0
+    every_line: bool = False  # --every-line: a quiet stretch's skipped frames a line each
 
 
 def run_request(request: RunRequest, *,
@@ -94,7 +95,7 @@ def run_request(request: RunRequest, *,
                               annotate=request.annotate, metrics_port=request.metrics_port,
                               live=request.live, on_progress=on_progress, events=events,
                               records=_records(request, events), heatmap=request.heatmap,
-                              shadow=shadow)
+                              shadow=shadow, every_line=request.every_line)
     return outputs
 
 

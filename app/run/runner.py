@@ -44,12 +44,13 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
               events: EventsConfig | None = None,
               records: dict[str, Location] | None = None, heatmap: bool = False,
               shadow: tuple[Path, ModelSpec, float] | None = None,
-              ) -> tuple[PipelineMetrics, Pipeline, RunOutputs]:
+              every_line: bool = False) -> tuple[PipelineMetrics, Pipeline, RunOutputs]:
     """``events``: where the tracked streams' events go besides OUT/events.jsonl, and
     their snapshots and clips (default: the file only); ``records``: a stream's recorded
     input (role record: its clips, never decoded), by stream id; ``heatmap``: a PNG of where
     each tracked stream's objects were; ``shadow``: a candidate model (file, card, share of
-    the frames) compared with the run's."""
+    the frames) compared with the run's; ``every_line``: a line in detections.jsonl for
+    every skipped frame, not one for each quiet stretch (``pipelines.sinks.quiet``)."""
     ids = stream_ids(paths)
     metrics = PipelineMetrics(CollectorRegistry())
     parse_device(options.device)  # a known device string, or DeviceError naming them
@@ -66,7 +67,7 @@ def run_files(paths: Sequence[Location], model_path: Path, spec: ModelSpec, out:
                                     if Path(str(p)).is_file()},
                                    {sid: picture_size(s) for sid, s in sources.items()})
             gpu = _observe(stack, metrics, options, metrics_port)
-            folder.open_sinks(info, annotate, options.analytics)
+            folder.open_sinks(info, annotate, options.analytics, every_line)
             if shadow is not None:
                 folder.open_shadow(*shadow)
             rings = {} if options.analytics is None or not options.analytics.active else \

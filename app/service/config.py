@@ -206,6 +206,9 @@ class ServiceConfig(PipelineSettings):
     snapshot_interval_s: float = Field(default=0.5, gt=0)
     results_dir: Path | None = Path("results")  # <results_dir>/<stream>/detections.jsonl
     results_rotate_mb: float = Field(default=64.0, gt=0)
+    # a line in the results (files and feed) for every frame motion gating skipped; false:
+    # a quiet stretch of them (up to a second) is one line with "skipped_run"
+    every_line: bool = False
     # rotated results and events files are removed past these (the current ones never)
     results_retain_hours: float = Field(default=168.0, gt=0)
     results_retain_mb: float = Field(default=4096.0, gt=0)

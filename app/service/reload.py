@@ -40,7 +40,7 @@ _WHY = {
         "stall_timeout_s", "camera_down_after_s", "snapshot_interval_s"),
     "files, folders and connections opened at start use it": (
         "results_dir", "results_rotate_mb", "results_retain_hours", "results_retain_mb",
-        "state_dir", "events"),
+        "every_line", "state_dir", "events"),
     "the workers were started with it": (
         "workers", "ray_address", "cores_per_worker", "heartbeat_s"),
 }

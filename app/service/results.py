@@ -39,13 +39,14 @@ class StreamOutputs:
             directory = config.results_dir / stream_id
             try:
                 file = RotatingJsonlSink(directory, spec,
-                                         int(config.results_rotate_mb * MB))
+                                         int(config.results_rotate_mb * MB),
+                                         every_line=config.every_line)
             except OSError as e:
                 raise ConfigError(f"results_dir {config.results_dir}: cannot write "
                                   f"{Path(stream_id) / 'detections.jsonl'} "
                                   f"({e.strerror})") from e
         return cls(LatestFrameSink(spec, interval_s=config.snapshot_interval_s),
-                   ResultBroadcast(spec), file)
+                   ResultBroadcast(spec, every_line=config.every_line), file)
 
     @property
     def sinks(self) -> list[Sink]:

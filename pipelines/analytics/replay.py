@@ -5,7 +5,8 @@ to see what other lines, zones or tracker settings would have counted.
 The model's frames are the lines without ``"predicted"``: their boxes go to the tracker (track
 ids cleared). A predicted line (``--detect-every``, ``--detect-fps``) rides with the next
 frame the model saw, as it did in the run, and gets the tracker's boxes between the two; a
-``"skipped"`` line (motion gating) comes out with no boxes. The boxes are the ones written,
+``"skipped"`` line (motion gating) comes out with no boxes, and one with ``"skipped_run"``
+stands for that many skipped frames in a row (``sinks.quiet``). The boxes are the ones written,
 rounded to 0.01 px and scores to 1e-4: a replay with the run's own settings gives the run's
 counts (tests/app/test_replay.py) unless the rounding breaks a tie otherwise.
 """
@@ -26,6 +27,7 @@ from pipelines.analytics.config import AnalyticsConfig
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.errors import ConfigError
 from pipelines.frame import Detections, Frame, Result
+from pipelines.sinks.quiet import unfold
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +61,19 @@ def recorded_streams(path: Path) -> dict[str, list[RecordedFrame]]:
 
 
 def recorded_frames(lines: Iterable[str], where: str) -> dict[str, list[RecordedFrame]]:
-    """Detection lines per stream, in the order written; ConfigError naming ``where`` and
-    the line for one that is not one."""
+    """Detection lines per stream, in the order written, a quiet stretch's line as the
+    frames it stands for (``sinks.quiet.unfold``); ConfigError naming ``where`` and the line
+    for one that is not one."""
     streams: dict[str, list[RecordedFrame]] = {}
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
-            record = json.loads(text)
-            stream, frame = str(record["stream"]), _frame(record)
-        except (ValueError, KeyError, TypeError) as e:
+            records = unfold(json.loads(text))
+            stream, frames = str(records[0]["stream"]), [_frame(r) for r in records]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ConfigError(f"{where}, line {number}: not a detection line ({e})") from None
-        streams.setdefault(stream, []).append(frame)
+        streams.setdefault(stream, []).extend(frames)
     return streams
 
 

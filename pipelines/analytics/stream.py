@@ -31,6 +31,7 @@ from pipelines.classify.tracks import TrackAttributes
 from pipelines.errors import ConfigError
 from pipelines.frame import Detections, Frame, Result
 from pipelines.metrics import PipelineMetrics
+from pipelines.sinks.quiet import fold
 
 # the events a stream's analytics make (each result's ``events``), in the events' schema
 ANALYTICS_EVENTS = ("line_cross", "zone_enter", "zone_exit", "loiter", "crowd_begin",
@@ -141,9 +142,11 @@ class StreamAnalytics:
                        self.tracker.confirmed)
 
     def count(self, tracked: Tracked) -> list[Result]:
-        """The tracked results counted, riders first, each with its tracks' answers."""
-        return [self._count(r) for r in tracked.riders] + \
+        """The tracked results counted, riders first, each with its tracks' answers; a
+        stretch of quiet skipped frames among them folded into one line (``sinks.quiet``)."""
+        results = [self._count(r) for r in tracked.riders] + \
             [self._count(tracked.result, tracked.confirmed)]
+        return fold(results) if len(results) > 1 else results
 
     def now(self, frame: Frame) -> float:
         return frame.pts if frame.pts is not None else frame.index / self.fps

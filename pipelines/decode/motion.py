@@ -52,6 +52,9 @@ BLOCK = 16  # the grid (source pixels) moved blocks are counted on: H.264's macr
 # more; a smaller one is the pixel meter's): a noisy sensor's vectors made 2x2 patches on
 # 157 of 870 frames of a still scene, never a 3x3 one (docs/BENCHMARKS.md)
 PATCH = np.ones((3, 3), np.uint8)
+# the fewest moved blocks an opening by PATCH leaves any of: 2x2 in a corner (OpenCV's
+# erosion takes the outside of the grid as moved)
+FEWEST_IN_PATCH = 4
 # a patch counts only near one of the frame before (NEAR blocks either way at 640 wide and
 # 15 fps, more in proportion for a wider picture or a longer time between frames, MOST at
 # most): an object moves on in patches frame after frame, where a bitrate-capped encoder's
@@ -104,6 +107,7 @@ class MotionMeter:
         self._without = 0  # predicted frames in a row that came without vectors
         self._patches: np.ndarray | None = None  # the last predicted frame's moved patches
         self._patches_at: float | None = None  # and its time (pts)
+        self._none: np.ndarray | None = None  # a grid of no moved patch
 
     @property
     def wants_vectors(self) -> bool:
@@ -164,6 +168,12 @@ class MotionMeter:
         self._kept = (masks, size, cells)
         return cells
 
+    def _still(self, rows: int, cols: int) -> np.ndarray:
+        """The grid of no moved patch (kept: it is only read)."""
+        if self._none is None or self._none.shape != (rows, cols):
+            self._none = np.zeros((rows, cols), np.uint8)
+        return self._none
+
     def _pixels(self, size: tuple[int, int], luma: np.ndarray) -> float | None:
         width = THUMB_WIDTH
         height = max(1, round(width * luma.shape[0] / max(1, luma.shape[1])))
@@ -191,6 +201,9 @@ class MotionMeter:
         scale = np.maximum(vectors["motion_scale"].astype(np.float32), 1.0)
         least = VECTOR_MIN_PX * max(1.0, size[0] / VECTOR_WIDTH)
         moved = np.hypot(vectors["motion_x"], vectors["motion_y"]) / scale >= least
+        if np.count_nonzero(moved) < FEWEST_IN_PATCH:  # no patch can survive the opening:
+            self._patches, self._patches_at = self._still(rows, cols), pts  # a still scene's
+            return 0.0  # sensor noise, most frames of a quiet camera, measured for less
         grid = np.zeros((rows, cols), np.uint8)
         grid[np.clip(vectors["dst_y"][moved] // BLOCK, 0, rows - 1),
              np.clip(vectors["dst_x"][moved] // BLOCK, 0, cols - 1)] = 1

@@ -64,8 +64,9 @@ class ResultBroadcast(ClosingSink):
 
     wants_images = False
 
-    def __init__(self, spec: ModelSpec, *, backlog: int = BACKLOG) -> None:
-        self.spec = spec
+    def __init__(self, spec: ModelSpec, *, backlog: int = BACKLOG,
+                 every_line: bool = False) -> None:
+        self.spec, self.every_line = spec, every_line
         self.backlog = backlog
         self._loop = asyncio.get_running_loop()
         self._subscriptions: set[Subscription] = set()
@@ -89,8 +90,9 @@ class ResultBroadcast(ClosingSink):
     def write(self, result: Result) -> None:
         if not self._subscriptions:  # read without a lock: a reader that just came may miss one
             return
-        line = detection_line(result, self.spec)
-        self._loop.call_soon_threadsafe(self._publish, line)
+        line = detection_line(result, self.spec, self.every_line)
+        if line is not None:
+            self._loop.call_soon_threadsafe(self._publish, line)
 
     def _publish(self, line: str) -> None:
         for subscription in self._subscriptions:

@@ -1,4 +1,5 @@
-"""JsonlSink: one JSON line per frame — stream, frame index, pts, time, and its detections.
+"""JsonlSink: one JSON line per frame — stream, frame index, pts, time, and its detections —
+but one for a quiet stretch of skipped frames (``sinks.quiet``).
 
 ``detection_line`` is the one line format: ``vidpipe run``'s file, the service's per-stream
 files and its results feed all write it.
@@ -12,12 +13,14 @@ from typing import Any
 
 from models.spec import ModelSpec
 from pipelines.frame import Result
+from pipelines.sinks import quiet
 from pipelines.sinks.atomic import AtomicPath
 from pipelines.sinks.stage import ClosingSink
 from pipelines.walltime import wall_time
 
 
-def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
+def detection_record(result: Result, spec: ModelSpec,
+                     every_line: bool = False) -> dict[str, Any]:
     """A frame's result as JSON-ready data: stream, frame, pts (the stream's timeline: never
     null, never back), time (when it was captured, UTC ISO 8601; decoded, for a file),
     detections. The first frame after a camera was away has ``gap_s``. Where the stream is
@@ -26,7 +29,10 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
     from the model: nothing moved, nothing was seen lately), and with lines or zones
     ``analytics`` holds the stream's counts after the frame; a track its classifiers have
     answered for has ``attributes`` (head -> [label, confidence]); a service stream's line
-    names the ``model`` file that saw the frame (it changes where a candidate was promoted)."""
+    names the ``model`` file that saw the frame (it changes where a candidate was promoted).
+    The last line of a quiet stretch of skipped frames has ``skipped_run`` (the frames it
+    stands for: ``sinks.quiet``), unless ``every_line`` writes each of them.
+    """
     d = result.detections
     frame = result.frame
     tracked = result.analytics is not None
@@ -54,15 +60,20 @@ def detection_record(result: Result, spec: ModelSpec) -> dict[str, Any]:
         record["predicted"] = True
     if frame.skipped:
         record["skipped"] = frame.skipped
+    if result.skipped_run is not None and not every_line:
+        record[quiet.KEY] = quiet.run_record(result.skipped_run)
     if result.analytics is not None and (result.analytics["lines"] or
                                          result.analytics["zones"]):
         record["analytics"] = result.analytics
     return record
 
 
-def detection_line(result: Result, spec: ModelSpec) -> str:
-    """``detection_record`` as one compact JSON line, without its newline."""
-    return json.dumps(detection_record(result, spec), separators=(",", ":"))
+def detection_line(result: Result, spec: ModelSpec, every_line: bool = False) -> str | None:
+    """``detection_record`` as one compact JSON line, without its newline; None for a
+    result folded into a later one's line (unless ``every_line``)."""
+    if result.folded and not every_line:
+        return None
+    return json.dumps(detection_record(result, spec, every_line), separators=(",", ":"))
 
 
 class AtomicLines(ClosingSink):
@@ -92,11 +103,14 @@ class AtomicLines(ClosingSink):
 
 
 class JsonlSink(AtomicLines):
-    """``detections.jsonl``: one line per frame (``detection_line``)."""
+    """``detections.jsonl``: one line per frame (``detection_line``), a quiet stretch of
+    skipped frames one line unless ``every_line``."""
 
-    def __init__(self, path: Path, spec: ModelSpec) -> None:
+    def __init__(self, path: Path, spec: ModelSpec, every_line: bool = False) -> None:
         super().__init__(path)
-        self.spec = spec
+        self.spec, self.every_line = spec, every_line
 
     def write(self, result: Result) -> None:
-        self._line(detection_line(result, self.spec))
+        line = detection_line(result, self.spec, self.every_line)
+        if line is not None:
+            self._line(line)

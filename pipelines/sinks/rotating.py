@@ -93,13 +93,16 @@ class RotatingJsonlSink(ClosingSink):
 
     wants_images = False
 
-    def __init__(self, directory: Path, spec: ModelSpec, rotate_bytes: int) -> None:
-        self.spec = spec
+    def __init__(self, directory: Path, spec: ModelSpec, rotate_bytes: int,
+                 every_line: bool = False) -> None:
+        self.spec, self.every_line = spec, every_line
         self.file = RotatingLines(directory, rotate_bytes)
         self.path = self.file.path
 
     def write(self, result: Result) -> None:
-        self.file.write_line(detection_line(result, self.spec))
+        line = detection_line(result, self.spec, self.every_line)
+        if line is not None:
+            self.file.write_line(line)
 
     @property
     def lines(self) -> int:

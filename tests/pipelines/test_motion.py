@@ -13,6 +13,7 @@ from pipelines.analytics.config import AnalyticsConfig, MaskConfig, TrackerSetti
 from pipelines.decode.motion import MOVING_AREA, MotionGate, MotionInput, MotionMeter
 from pipelines.frame import Batch, DecodedPicture, Frame
 from pipelines.infer.stage import _fold_skipped
+from pipelines.sinks.quiet import frame_records
 from pipelines.synthetic.quiet import Visit, make_quiet_clip, mask_flags
 from pipelines.wiring import carry_skipped
 
@@ -113,7 +114,7 @@ def test_a_quiet_camera_gated_by_motion_gives_the_boxes_of_every_frame(quiet_cli
     def run(out: Path, **gating) -> tuple[list[dict], dict]:
         run_request(RunRequest(sources=[str(quiet_clip)], out=out, track="bytetrack",
                                **gating))
-        lines = [json.loads(x) for x in (out / "detections.jsonl").read_text().splitlines()]
+        lines = frame_records((out / "detections.jsonl").read_text().splitlines())
         return lines, json.loads((out / "summary.json").read_text())
 
     every, _ = run(tmp_path / "off")
