@@ -218,3 +218,21 @@ def test_vectors_count_a_patch_that_goes_on_not_one_frames_patch():
     walking = [[(c + k, r) for c in range(5, 9) for r in range(10, 15)] for k in range(4)]
     seen = [_moved(meter, blocks) for blocks in walking]
     assert seen[0] == 0.0 and all(s is not None and s > 10 * MOVING_AREA for s in seen[1:]), seen
+
+
+def test_fewer_moved_blocks_than_any_patch_needs_is_no_motion_at_once():
+    """The meter's shortcut (FEWEST_IN_PATCH) is exact: no grid with fewer moved blocks
+    keeps any after the opening, and a 2x2 corner with that many does."""
+    import cv2
+
+    from pipelines.decode.motion import FEWEST_IN_PATCH, PATCH
+
+    rng = np.random.default_rng(1)
+    for _ in range(2000):
+        grid = np.zeros((23, 40), np.uint8)
+        count = int(rng.integers(1, FEWEST_IN_PATCH))
+        grid[rng.integers(0, 23, count), rng.integers(0, 40, count)] = 1
+        assert not cv2.morphologyEx(grid, cv2.MORPH_OPEN, PATCH).any()
+    corner = np.zeros((23, 40), np.uint8)
+    corner[:2, :2] = 1
+    assert cv2.morphologyEx(corner, cv2.MORPH_OPEN, PATCH).any()
