@@ -20,7 +20,8 @@ def encode(path: Path, frames: Iterable[np.ndarray], *, fps: int, size: tuple[in
     ``max_kbps`` caps the bitrate, as a camera's "variable bitrate, at most" setting does
     (x264's quality target then gives way where the cap binds: a noisy picture). ``colour``
     tags the stream with an (AVColorSpace, AVColorRange) pair, as cameras tag theirs (1, 1:
-    BT.709, limited range); a decoder converts tagged frames with that matrix and range."""
+    BT.709, limited range); a decoder converts tagged frames with that matrix and range.
+    The folder is made if it is missing."""
     options = _encoder_options(codec)
     if camera_like and codec == "h264":
         options["tune"] = "zerolatency"
@@ -29,6 +30,7 @@ def encode(path: Path, frames: Iterable[np.ndarray], *, fps: int, size: tuple[in
         if codec != "h264":
             raise ValueError(f"a bitrate cap is made for h264 only, not {codec}")
         options.update(maxrate=f"{max_kbps}k", bufsize=f"{2 * max_kbps}k")  # 2 s of buffer
+    path.parent.mkdir(parents=True, exist_ok=True)  # build/demo on a fresh checkout
     with av.open(str(path), "w") as container:
         stream = container.add_stream(ENCODERS[codec], rate=fps, options=options)
         if not isinstance(stream, av.VideoStream):  # cannot happen; tells the type checker

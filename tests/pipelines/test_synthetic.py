@@ -31,6 +31,11 @@ def test_test_clip_decodes_to_exactly_the_frames_asked(tmp_path: Path, codec: st
     assert all(image.shape == (96, 160, 3) for image in decoded)
 
 
+def test_a_clip_is_made_where_its_folder_does_not_exist_yet(tmp_path: Path) -> None:
+    path = make_test_clip(tmp_path / "build" / "demo" / "clip.mp4", frames=3, size=(160, 96))
+    assert len(decode_all(path)) == 3
+
+
 def test_hevc_test_clips_have_no_reordered_frames(tmp_path: Path) -> None:
     # with B-frames x265 left a one-frame clip's decode timestamp unset now and then under
     # load, and the MP4 muxer refused the packet: each packet must decode where it shows
