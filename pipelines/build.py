@@ -27,6 +27,7 @@ from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
 from pipelines.preprocess.stage import PreprocessStage
+from pipelines.sinks.pictures import keep_all, keep_none
 from pipelines.sinks.stage import Sink
 from pipelines.sources.file import FileSource
 from pipelines.stage import Stage
@@ -134,7 +135,8 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
         decoded = channel("decoded" if options.name else f"decoded/{source.stream_id}", policy)
         tracked = None if per_stream is None else per_stream[source.stream_id]
         stages.append(decode_stage(source, backends, decoded, metrics, options,
-                                   analytics=tracked, rider_images=keep_images))
+                                   analytics=tracked,
+                                   rider_images=keep_all if keep_images else keep_none))
         stages.append(PreprocessStage(source.stream_id, backends.preprocessor_for(), decoded,
                                       prepared, metrics))
     stages += detector_stages(prepared, backends, spec, metrics, options, channel=channel,

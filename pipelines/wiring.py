@@ -26,6 +26,7 @@ from pipelines.infer.stage import InferStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.postprocess.stage import PostprocessStage
+from pipelines.sinks.pictures import KeepsPicture
 from pipelines.sinks.stage import Sink, SinkStage
 from pipelines.stage import Stage
 
@@ -84,10 +85,11 @@ def counted_channel(metrics: PipelineMetrics, name: str, capacity: int,
 
 def decode_stage(source: PacketSource, backends: StageBackends, output: Output[Frame],
                  metrics: PipelineMetrics, options: PipelineOptions, *,
-                 analytics: StreamAnalytics | None, rider_images: bool) -> DecodeStage:
+                 analytics: StreamAnalytics | None,
+                 rider_images: KeepsPicture) -> DecodeStage:
     """A stream's decode stage: ``source``'s pictures into ``output``, those its ``analytics``
     pick (``detect_every``, ``detect_fps``; all without) for the model, the others riding
-    with them (their pictures kept only with ``rider_images``); with ``motion``, those with
+    with them (their pictures kept where ``rider_images`` says); with ``motion``, those with
     nothing moving and nothing seen lately go skipped."""
     config = analytics.config if analytics is not None else None
     motion = None
@@ -110,12 +112,14 @@ def detector_stages(inputs: Input[Any], backends: StageBackends, spec: ModelSpec
                     on_batch: Callable[[int], None] | None = None,
                     on_written: Callable[[list[Result]], None] | None = None,
                     classifiers: Classifiers | None = None,
-                    model: str | None = None) -> list[Stage[Any, Any]]:
+                    model: str | None = None,
+                    keeps_picture: KeepsPicture | None = None) -> list[Stage[Any, Any]]:
     """Inference on ``inputs`` (prepared Batches; with ``prepare``, decoded Frames it prepares
     itself), postprocessing, an analytics stage for the streams in ``analytics`` (None: none;
     it owns ``classifiers``, the models its streams' classifiers share),
     and the sink stage writing to ``sinks`` (``on_written`` hears each call's results once
-    written; ``model``: the name inference marks each frame with). ``channel(name)`` makes
+    written; ``model``: the name inference marks each frame with; ``keeps_picture``: which
+    frames it prepares keep their picture for the sinks, None: all). ``channel(name)`` makes
     each channel between them."""
     inferred = channel("inferred")
     stages: list[Stage[Any, Any]] = [
@@ -123,7 +127,7 @@ def detector_stages(inputs: Input[Any], backends: StageBackends, spec: ModelSpec
                    batch_timeout_ms=options.batch_timeout_ms, max_age_s=options.max_age_s,
                    calls_at_once=infer_calls, queued=queued, on_batch=on_batch,
                    preprocessor_for=backends.preprocessor_for if prepare else None,
-                   input_tap=options.input_tap, model=model)]
+                   input_tap=options.input_tap, model=model, keeps_picture=keeps_picture)]
     detected = channel("detected" if analytics is not None else "results")
     stages.append(PostprocessStage(backends.postprocessor, inferred, detected, metrics,
                                    keep_images=keep_images, calls_at_once=postprocess_calls))

@@ -100,20 +100,21 @@ def camera_clip(console: Console) -> Path:
 
 def bench_service(console: Console, counts: str, source: Path | None, model: str | None,
                   seconds: float, out: Path, against: str | None = None,
-                  ) -> list[dict[str, Any]]:
+                  detect_fps: float | None = None) -> list[dict[str, Any]]:
     """``vidpipe bench --service``: one row per stream count (``app.bench.service``), and
-    per count a row of the commit ``against`` too."""
+    per count a row of the commit ``against`` too; ``detect_fps``: each stream's."""
     from app.bench.service import run as run_service
     from app.bench.service import worktree
 
     clip = source or camera_clip(console)
     name = model or "ssdlite-person"
     resolve_model(name)  # a bad model is one line here, not a failure in a subprocess
-    what = f"the service with {counts} streams of {clip.name}, {seconds:g} s each"
+    what = f"the service with {counts} streams of {clip.name}, {seconds:g} s each" + (
+        "" if detect_fps is None else f", detect_fps {detect_fps:g}")
     with ExitStack() as stack:
         other = None if against is None else stack.enter_context(worktree(against))
         with console.status(what + ("" if other is None else f", against {other[0]}")):
-            rows = run_service(_ints(counts), name, clip, seconds, other)
+            rows = run_service(_ints(counts), name, clip, seconds, other, detect_fps)
     console.print(service_table(rows, cores=os.cpu_count() or 1))
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine(), "clip": str(clip),

@@ -45,8 +45,9 @@ def rss_mb() -> float:
     return float("nan")
 
 
-async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[str, Any]:
-    """One stream count, in this process."""
+async def measure(streams: int, model: str, clip: Path, seconds: float,
+                  detect_fps: float | None = None) -> dict[str, Any]:
+    """One stream count, in this process (``detect_fps``: each stream's)."""
     clip = clip.resolve()
     keys: dict[str, Any] = {}
     results = tempfile.TemporaryDirectory(prefix="vidpipe-bench-results-")
@@ -59,14 +60,16 @@ async def measure(streams: int, model: str, clip: Path, seconds: float) -> dict[
     await service.start()  # not ``async with``: the same file runs in a worktree of older code
     try:
         for sid in ids:  # started apart, so that their key frames are too, as cameras' are
-            await service.add_stream(StreamConfig(url=str(clip), id=sid))
+            rate = {} if detect_fps is None else {"detect_fps": detect_fps}
+            await service.add_stream(StreamConfig.model_validate(
+                {"url": str(clip), "id": sid, **rate}))
             await asyncio.sleep(KEY_FRAME_SPREAD_S / streams)
         await asyncio.sleep(WARM_UP_S)
         row = await _window(metrics, ids, seconds)
     finally:
         await service.aclose()
         results.cleanup()
-    return {"streams": streams, "model": model, **row}
+    return {"streams": streams, "model": model, "detect_fps": detect_fps, **row}
 
 
 async def _window(metrics: PipelineMetrics, ids: list[str], seconds: float) -> dict[str, Any]:
@@ -98,7 +101,8 @@ async def _window(metrics: PipelineMetrics, ids: list[str], seconds: float) -> d
 
 
 def run(counts: list[int], model: str, clip: Path, seconds: float,
-        against: tuple[str, Path] | None = None) -> list[dict[str, Any]]:
+        against: tuple[str, Path] | None = None,
+        detect_fps: float | None = None) -> list[dict[str, Any]]:
     """Every count in a fresh process, one after the other; with ``against`` (a label and a
     source tree of other code), each count on that code too, the order alternating."""
     rows = []
@@ -109,14 +113,15 @@ def run(counts: list[int], model: str, clip: Path, seconds: float,
             if k % 2:
                 codes.reverse()
         for label, tree in codes:
-            row = _measure_in_process(streams, model, clip, seconds, tree)
+            row = _measure_in_process(streams, model, clip, seconds, tree, detect_fps)
             rows.append(row | {"code": label})
     return rows
 
 
 def _measure_in_process(streams: int, model: str, clip: Path, seconds: float,
-                        tree: Path | None) -> dict[str, Any]:
-    args = [str(streams), model, str(clip.resolve()), str(seconds)]
+                        tree: Path | None, detect_fps: float | None = None) -> dict[str, Any]:
+    args = [str(streams), model, str(clip.resolve()), str(seconds),
+            "" if detect_fps is None else str(detect_fps)]
     try:
         return run_in_tree(Path(__file__), args, tree, seconds + 120)
     except RuntimeError as e:
@@ -157,5 +162,11 @@ def worktree(rev: str) -> Iterator[tuple[str, Path]]:
 
 
 if __name__ == "__main__":
-    count, name, path, duration = sys.argv[1:5]
-    print(json.dumps(asyncio.run(measure(int(count), name, Path(path), float(duration)))))
+    count, name, path, duration, rate = sys.argv[1:6]
+    try:  # as `vidpipe serve` holds its memory (older code may not)
+        from app.malloc import limit_malloc_arenas
+        limit_malloc_arenas()
+    except ImportError:
+        pass
+    print(json.dumps(asyncio.run(measure(int(count), name, Path(path), float(duration),
+                                         float(rate) if rate else None))))

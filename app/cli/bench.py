@@ -43,6 +43,10 @@ def bench(
         "--service", help="Instead: the service with this many file streams played as 30 fps "
         "cameras (e.g. 1,2,4,8), each count in a fresh process: fps, latency, drops, RSS.")]
     = None,
+    service_detect_fps: Annotated[float | None, typer.Option(
+        "--detect-fps", min=0.01, help="With --service: each stream's detect_fps (its other "
+        "frames held until the next one detected, as a slow detection rate holds them).")]
+    = None,
     seconds: Annotated[float, typer.Option(
         "--seconds", min=1.0, help="With --service: how long each count is measured; with "
         "--startup: how long the service runs one stream before its memory is read.")] = 10.0,
@@ -191,7 +195,8 @@ def bench(
         elif service is not None:
             from app.bench.commands import bench_service
 
-            bench_service(console, service, source, model, seconds, out, against)
+            bench_service(console, service, source, model, seconds, out, against,
+                          service_detect_fps)
         elif against is not None:
             from app.bench.commands import bench_against
 

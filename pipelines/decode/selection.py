@@ -8,7 +8,8 @@ the last one; skipped frames go on as a *run*, the last skipped frame carrying t
 held before it, once the run spans ``SKIP_RUN_S`` of the stream's time or just before the
 next frame for the model. So a quiet camera's frames leave the decoder thread once a second,
 not one by one, each still a result of its own further on (its line, its count). Held
-frames keep their pictures only where a sink draws on them (``rider_images``): a slow
+frames keep their pictures only where a sink draws on them (``rider_images``, frame by
+frame: ``sinks.pictures``): a slow
 detection rate holds metadata, not pictures.
 """
 
@@ -17,15 +18,17 @@ from __future__ import annotations
 from pipelines.decode.motion import MotionGate
 from pipelines.decode.picker import DetectionPicker
 from pipelines.frame import Frame
+from pipelines.sinks.pictures import KeepsPicture
 
 SKIP_RUN_S = 1.0  # the longest a run of skipped frames waits on its decoder thread
 
 
 class FrameSelection:
     def __init__(self, picker: DetectionPicker, gate: MotionGate | None,
-                 rider_images: bool) -> None:
+                 rider_images: KeepsPicture) -> None:
         self.picker, self.gate, self.rider_images = picker, gate, rider_images
         self._held: list[Frame] = []
+        self._open = False  # the last frame held keeps its picture, undecided (the model's?)
 
     @property
     def holding(self) -> bool:
@@ -50,7 +53,9 @@ class FrameSelection:
             assert first is not None
             return [self._run()] if frame.pts - first >= SKIP_RUN_S - step / 2 else []
         run = [self._run()] if any(f.skipped for f in self._held) else []
-        frame.riders, self._held = [self._rider(f) for f in self._held], []
+        if self._open:
+            self._held[-1] = self._rider(self._held[-1])
+        frame.riders, self._held, self._open = self._held, [], False
         return [*run, frame]
 
     def release(self) -> Frame | None:
@@ -58,26 +63,29 @@ class FrameSelection:
         if not self._held:
             return None
         last = self._held.pop()
-        last.riders, self._held = self._held, []
+        last.riders, self._held, self._open = self._held, [], False
         return last
 
     def _hold(self, frame: Frame) -> None:
         """Hold ``frame``: only the last frame held keeps its picture (``release`` may hand
-        it to the model), unless riders keep theirs; a skipped one never needs it."""
-        if self._held:
+        it to the model), unless riders keep theirs; a skipped one never needs it. Whether a
+        rider keeps its picture is asked once a frame (``rider_images`` keeps a cadence)."""
+        if self._open:
             self._held[-1] = self._rider(self._held[-1])
         self._held.append(self._rider(frame) if frame.skipped else frame)
+        self._open = not frame.skipped
 
     def _run(self) -> Frame:
         """The last skipped frame held, carrying the frames held before it; the frames held
         after it stay for the next."""
         last = max(i for i, f in enumerate(self._held) if f.skipped)
         carrier = self._held[last]
-        carrier.riders = [self._rider(f) for f in self._held[:last]]
+        carrier.riders = self._held[:last]  # each asked already, as a later one came
         self._held = self._held[last + 1:]
+        self._open = self._open and bool(self._held)
         return carrier
 
     def _rider(self, frame: Frame) -> Frame:
-        if self.rider_images or (frame.image is None and frame.load is None):
+        if (frame.image is None and frame.load is None) or self.rider_images(frame):
             return frame
         return frame.without_image()

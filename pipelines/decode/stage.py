@@ -27,6 +27,7 @@ from pipelines.decode.timeline import StreamTimeline
 from pipelines.errors import ChannelClosed, DecodeError
 from pipelines.frame import DecodedPicture, Frame
 from pipelines.metrics import PipelineMetrics
+from pipelines.sinks.pictures import KeepsPicture, keep_none
 from pipelines.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ class DecodeStage(Stage[int, Frame]):
                  output: Output[Frame], metrics: PipelineMetrics, *,
                  frame_limit: int | None = None, pictures_per_call: int | None = None,
                  max_lag_s: float | None = None, detect_every: int = 1,
-                 detect_fps: float | None = None, rider_images: bool = False,
+                 detect_fps: float | None = None, rider_images: KeepsPicture = keep_none,
                  motion: MotionSettings | None = None) -> None:
         if pictures_per_call is None:
             pictures_per_call = 1 if source.live else FILE_READ_AHEAD

@@ -151,6 +151,7 @@ class EventSink(ClosingSink):
         self.rings = rings if rings is not None else {}
         self.media = media
         self.wants_images = media is not None and settings.snapshots
+        self.pictures_of_unseen = False  # an object's snapshot is of a frame the model saw
         self.streams: dict[str, StreamEvents] = {}
         self.metrics = metrics
         self._failing: set[int] = set()  # outputs whose failure was logged

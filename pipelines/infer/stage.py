@@ -52,6 +52,7 @@ from pipelines.frame import Batch, Frame
 from pipelines.infer.runtime import Runtime
 from pipelines.metrics import PipelineMetrics
 from pipelines.preprocess.stage import Preprocessor
+from pipelines.sinks.pictures import release
 from pipelines.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
                  on_batch: Callable[[int], None] | None = None,
                  preprocessor_for: Callable[[], Preprocessor] | None = None,
                  input_tap: Callable[[Batch], None] | None = None,
-                 model: str | None = None) -> None:
+                 model: str | None = None,
+                 keeps_picture: Callable[[Frame], bool] | None = None) -> None:
         if calls_at_once < 1:
             raise ValueError(f"inference calls at once must be >= 1, got {calls_at_once}")
         if queued < 0:
@@ -125,6 +127,8 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
         self.queued = queued
         self.on_batch = on_batch  # hears each batch's size (a shared detector's own counts)
         self.input_tap = input_tap  # sees each batch as the model gets it (model check)
+        # which frames it prepares keep their picture for the sinks (None: all)
+        self.keeps_picture = keeps_picture
         self._preprocessors = None if preprocessor_for is None else _Preprocessors(
             preprocessor_for)
         if self._preprocessors is not None:
@@ -202,7 +206,9 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
         for item in items:
             if isinstance(item, Frame):
                 item.materialize()
-                item = preprocessor.prepare(item)
+                frame, item = item, preprocessor.prepare(item)
+                if self.keeps_picture is not None and not self.keeps_picture(frame):
+                    release(frame)  # the model's input is made: no sink draws on it
             batches.append(item)
         return batches
 

@@ -41,6 +41,7 @@ from pipelines.shadow.live import LiveShadow
 from pipelines.shared.fair import FairChannel
 from pipelines.shared.restarts import RestartBudget
 from pipelines.shared.routing import RoutingSink
+from pipelines.sinks.pictures import PictureKeeper
 from pipelines.sinks.stage import Sink
 from pipelines.sources.url import redact_text
 from pipelines.stage import Stage
@@ -116,7 +117,8 @@ class SharedDetector:
                                  infer_calls=CALLS_PER_PLANNED * calls,
                                  postprocess_calls=calls, analytics=self.analytics,
                                  keep_images=True, prepare=True, on_batch=self._count_batch,
-                                 model=None if self.model_path is None else self.model_path.name)
+                                 model=None if self.model_path is None else self.model_path.name,
+                                 keeps_picture=self.router.keeps_picture)
         return Pipeline(stages, channels, self.metrics, [], account_stopped=False)
 
     def _count_batch(self, size: int) -> None:
@@ -226,10 +228,14 @@ class SharedDetector:
         # one (drop_oldest, counted against the stream), and is prepared only when taken.
         live = policy == "drop_oldest"
         inlet = self.inputs.attach(stream, policy, capacity=LIVE_QUEUED if live else None)
+        # its pictures kept where its sinks draw (every one where classifiers crop them)
+        keeper = PictureKeeper(sinks, every_frame=analytics is not None
+                               and bool(analytics.config.classifiers))
         stages: list[Stage[Any, Any]] = [
             decode_stage(source, self.backends, inlet, self.metrics, self.options,
-                         analytics=analytics, rider_images=self.router.wants_images)]
+                         analytics=analytics, rider_images=keeper.unseen)]
         self.router.routes[stream] = list(sinks)
+        self.router.keepers[stream] = keeper
         if analytics is not None:
             self.analytics[stream] = analytics
         intake = Pipeline(stages, [], self.metrics, [stream], account_stopped=False)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pipelines.frame import Batch, Frame, Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.shared.fair import FairChannel
+from pipelines.sinks.pictures import PictureKeeper
 from pipelines.sinks.stage import Sink
 from pipelines.sources.url import redact_text
 
@@ -27,6 +28,7 @@ class RoutingSink:
         self.routes: dict[str, list[Sink]] = {}
         self._failing: set[tuple[str, int]] = set()  # (stream, id(sink)) logged already
         self.wants_images = True  # a stream's sinks may draw (the service's snapshots do)
+        self.keepers: dict[str, PictureKeeper] = {}  # which of its frames they draw on
         # sees every result after its stream's sinks (a candidate model: it never waits)
         self.observer: Callable[[Result], None] | None = None
 
@@ -49,8 +51,15 @@ class RoutingSink:
             log.error("stream %s: its %s failed, and loses the results it cannot take "
                       "(vidpipe_sink_errors_total): %s", stream, kind, redact_text(str(error)))
 
+    def keeps_picture(self, frame: Frame) -> bool:
+        """Whether ``frame`` keeps its picture past the model: where its stream's sinks
+        draw on it, and on every frame while a candidate (``observer``) sees them."""
+        keeper = self.keepers.get(frame.stream_id)
+        return keeper is None or self.observer is not None or keeper.seen(frame)
+
     def forget(self, stream: str) -> None:
         self.routes.pop(stream, None)
+        self.keepers.pop(stream, None)
         self._failing = {f for f in self._failing if f[0] != stream}
 
     def settle(self, results: Sequence[Result]) -> None:

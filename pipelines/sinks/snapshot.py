@@ -26,6 +26,7 @@ class LatestFrameSink(ClosingSink):
     def __init__(self, spec: ModelSpec, *, interval_s: float = 0.5, quality: int = 80) -> None:
         self.spec = spec
         self.interval_s = interval_s
+        self.picture_every_s = interval_s  # the pictures it draws on (sinks.pictures)
         self.quality = quality
         self._latest: Result | None = None  # kept, not yet encoded
         self._jpeg: bytes | None = None

@@ -118,11 +118,12 @@ def test_efficiency_pairs_each_rep_with_the_stages_alone_measured_after_it():
 @pytest.mark.slow
 def test_bench_service_runs_each_stream_count_in_its_own_process(small_clip, tmp_path):
     code, output = vidpipe("bench", "--service", "1,2", "--seconds", 1, "--source", small_clip,
-                           "--model", "shapes-yolo", "--out", tmp_path)
+                           "--model", "shapes-yolo", "--detect-fps", 5, "--out", tmp_path)
     assert code == 0, output
     rows = json.loads((tmp_path / "bench.json").read_text())["service"]
     assert [r["streams"] for r in rows] == [1, 2]
     assert all(r["fps_total"] > 0 and r["model_loads"] == 1 and r["rss_mb"] > 0 for r in rows)
+    assert all(r["detect_fps"] == 5 for r in rows)
 
 
 @pytest.mark.slow
