@@ -139,25 +139,35 @@ def hand_loop_row(clip: Path, spec: ModelSpec, gated: bool) -> dict[str, Any]:
 
 
 def bench_overhead(console: Console, streams: list[int], frames: int, out: Path,
-                   sources: list[str], batch_size: int = BATCH_SIZE) -> dict[str, Any]:
+                   sources: list[str], batch_size: int = BATCH_SIZE,
+                   against: tuple[str, Path] | None = None) -> dict[str, Any]:
     """Every (source, mode, streams) row, the hand loop's beside them; prints the table,
-    writes OUT/overhead.json."""
+    writes OUT/overhead.json. ``against`` (a label and another tree): each row also on that
+    code, each in a fresh process, the order alternating (``overhead_row``)."""
     out.mkdir(parents=True, exist_ok=True)
     clip = quiet_clip()
     model = null_model(FOLDER / "null")
     memory = {g: decode_once(clip, model[1], g) for g in (False, True)} \
-        if "memory" in sources else {}
+        if "memory" in sources and against is None else {}
     rows = []
     if "file" in sources:
         rows += [hand_loop_row(clip, model[1], gated) for gated in (False, True)]
+    k = 0
     for kind in sources:
         for mode in MODES:
             for count in streams:
-                row = engine_row(kind, mode, count, frames, clip, model, memory, batch_size,
-                                 out)
-                console.print(f"{kind} {mode} x{count}: {row['fps']:.0f} frames/s, "
-                              f"{row['cpu_ms_per_frame']:.3f} CPU ms a frame")
-                rows.append(row)
+                if against is None:
+                    made = [engine_row(kind, mode, count, frames, clip, model, memory,
+                                       batch_size, out)]
+                else:
+                    made = _rows_apart(kind, mode, count, frames, clip, FOLDER / "null",
+                                       batch_size, against, k)
+                    k += 1
+                for row in made:
+                    console.print(f"{row.get('code', 'this')} {kind} {mode} x{count}: "
+                                  f"{row['fps']:.0f} frames/s, "
+                                  f"{row['cpu_ms_per_frame']:.3f} CPU ms a frame")
+                rows += made
     report = {"clip": str(clip), "null_model": f"{model[1].input.width}x"
               f"{model[1].input.height}", "batch_size": batch_size, "rows": rows}
     _print(console, rows)
@@ -166,14 +176,31 @@ def bench_overhead(console: Console, streams: list[int], frames: int, out: Path,
     return report
 
 
+def _rows_apart(kind: str, mode: str, count: int, frames: int, clip: Path, null: Path,
+                batch_size: int, against: tuple[str, Path], k: int) -> list[dict[str, Any]]:
+    """One row on this code and on ``against``'s (the null model in ``null``), each in a
+    fresh process, this code first on even ``k``."""
+    from app.bench import overhead_row
+    from app.bench.service import run_in_tree
+
+    args = [kind, mode, str(count), str(frames), str(batch_size), str(clip.resolve()),
+            str(null.resolve())]
+    codes: list[tuple[str, Path | None]] = [("this", None), against]
+    if k % 2:
+        codes.reverse()
+    return [run_in_tree(Path(overhead_row.__file__), args, tree, 600) | {"code": label}
+            for label, tree in codes]
+
+
 def _print(console: Console, rows: list[dict[str, Any]]) -> None:
     parts = sorted({p for r in rows for p in r.get("by_part_ms", {})})
     table = Table(title="The engine's own cost (null detector): CPU ms a frame")
-    for column in ("source", "mode", "streams", "frames/s", "CPU ms", *parts):
+    for column in ("code", "source", "mode", "streams", "frames/s", "CPU ms", *parts):
         table.add_column(column)
     for r in rows:
         by = r.get("by_part_ms", {})
-        table.add_row(r["source"], r["mode"], str(r["streams"]), f"{r['fps']:.0f}",
+        table.add_row(r.get("code", "this"), r["source"], r["mode"], str(r["streams"]),
+                      f"{r['fps']:.0f}",
                       f"{r['cpu_ms_per_frame']:.3f}",
                       *(f"{by[p]:.3f}" if p in by else "" for p in parts))
     console.print(table)

@@ -53,8 +53,8 @@ def bench(
     against: Annotated[str | None, typer.Option(
         "--against", help="Compare with this commit (a git worktree of it), alternating, in "
         "one run: `vidpipe run`'s default pipeline on both, per variant (--reps runs each, "
-        "--frames each), or with --service each stream count on both (e.g. --against "
-        "00f3544).")]
+        "--frames each), with --service each stream count on both, or with --overhead "
+        "each row on both, each in a fresh process (e.g. --against 00f3544).")]
     = None,
     tracking: Annotated[bool, typer.Option(
         "--tracking", help="Instead: tracking on held-out tracking clips (build/tracking, made "
@@ -171,7 +171,7 @@ def bench(
         if _cameras(capacity, motion, cameras, modes, seconds, out, not uncapped):
             pass
         elif overhead:
-            _overhead(streams, frames, out)
+            _overhead(streams, frames, out, against)
         elif loadgen is not None:
             _loadgen(loadgen, model, dict(runtime=runtime, device=device, batch_timeout_ms=
                      batch_timeout_ms, latency_budget_ms=latency_budget_ms or None), out,
@@ -228,14 +228,20 @@ def _events(reps: int, out: Path, mqtt: str | None) -> None:
     bench_events(console, reps, out, ensure_demo_clip(DEMO_CLIP, console), mqtt)
 
 
-def _overhead(streams: str, frames: int | None, out: Path) -> None:
+def _overhead(streams: str, frames: int | None, out: Path, against: str | None) -> None:
     """``--overhead``: the engine's cost per frame with a null detector; ``--streams`` left at
-    its scaling default means the overhead's own counts."""
+    its scaling default means the overhead's own counts; ``--against``: each row on that
+    commit too (a worktree of it)."""
+    from contextlib import ExitStack
+
     from app.bench.commands import _ints
     from app.bench.overhead import FRAMES, SOURCES, STREAMS, bench_overhead
+    from app.bench.service import worktree
 
     counts = list(STREAMS) if streams == STREAMS_DEFAULT else _ints(streams)
-    bench_overhead(console, counts, frames or FRAMES, out, list(SOURCES))
+    with ExitStack() as stack:
+        other = None if against is None else stack.enter_context(worktree(against))
+        bench_overhead(console, counts, frames or FRAMES, out, list(SOURCES), against=other)
 
 
 def _tracked(counting: bool, tracking: bool, classify: bool, detect_every: str, reps: int,

@@ -55,3 +55,14 @@ def test_the_hand_loop_decodes_every_frame_of_the_clip(clip, tmp_path):
                                             ("Thread-7", "other")])
 def test_threads_are_told_apart_by_their_names(name, part):
     assert thread_group(name) == part
+
+
+def test_against_another_tree_a_row_runs_on_both_codes_in_turn(tmp_path, clip):
+    from pathlib import Path
+
+    from app.bench.overhead import _rows_apart
+
+    root = Path(__file__).resolve().parents[2]  # this tree standing in for another commit
+    rows = _rows_apart("memory", "gated", 2, 60, clip, tmp_path / "null", 4, ("other", root), 1)
+    assert [r["code"] for r in rows] == ["other", "this"]  # odd k: the other code first
+    assert all(r["frames"] == 60 and r["skipped"] >= 2 * 25 for r in rows)
