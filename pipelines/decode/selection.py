@@ -28,11 +28,16 @@ class FrameSelection:
                  rider_images: KeepsPicture) -> None:
         self.picker, self.gate, self.rider_images = picker, gate, rider_images
         self._held: list[Frame] = []
-        self._open = False  # the last frame held keeps its picture, undecided (the model's?)
 
     @property
     def holding(self) -> bool:
         return bool(self._held)
+
+    @property
+    def _open(self) -> bool:
+        """Whether the last frame held keeps its picture, undecided: it may yet go to the
+        model (``release``); a skipped one was decided as it was held."""
+        return bool(self._held) and not self._held[-1].skipped
 
     def select(self, frame: Frame, motion: float | None, step: float) -> list[Frame]:
         """The frames to hand on now, in order (none while ``frame`` is held): a run of
@@ -55,7 +60,7 @@ class FrameSelection:
         run = [self._run()] if any(f.skipped for f in self._held) else []
         if self._open:
             self._held[-1] = self._rider(self._held[-1])
-        frame.riders, self._held, self._open = self._held, [], False
+        frame.riders, self._held = self._held, []
         return [*run, frame]
 
     def release(self) -> Frame | None:
@@ -63,7 +68,7 @@ class FrameSelection:
         if not self._held:
             return None
         last = self._held.pop()
-        last.riders, self._held, self._open = self._held, [], False
+        last.riders, self._held = self._held, []
         return last
 
     def _hold(self, frame: Frame) -> None:
@@ -73,7 +78,6 @@ class FrameSelection:
         if self._open:
             self._held[-1] = self._rider(self._held[-1])
         self._held.append(self._rider(frame) if frame.skipped else frame)
-        self._open = not frame.skipped
 
     def _run(self) -> Frame:
         """The last skipped frame held, carrying the frames held before it; the frames held
@@ -82,7 +86,6 @@ class FrameSelection:
         carrier = self._held[last]
         carrier.riders = self._held[:last]  # each asked already, as a later one came
         self._held = self._held[last + 1:]
-        self._open = self._open and bool(self._held)
         return carrier
 
     def _rider(self, frame: Frame) -> Frame:

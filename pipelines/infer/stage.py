@@ -52,7 +52,7 @@ from pipelines.frame import Batch, Frame
 from pipelines.infer.runtime import Runtime
 from pipelines.metrics import PipelineMetrics
 from pipelines.preprocess.stage import Preprocessor
-from pipelines.sinks.pictures import release
+from pipelines.sinks.pictures import KeepsPicture, release
 from pipelines.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
                  preprocessor_for: Callable[[], Preprocessor] | None = None,
                  input_tap: Callable[[Batch], None] | None = None,
                  model: str | None = None,
-                 keeps_picture: Callable[[Frame], bool] | None = None) -> None:
+                 keeps_picture: KeepsPicture | None = None) -> None:
         if calls_at_once < 1:
             raise ValueError(f"inference calls at once must be >= 1, got {calls_at_once}")
         if queued < 0:

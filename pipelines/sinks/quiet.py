@@ -43,13 +43,14 @@ def fold(results: list[Result]) -> list[Result]:
     """``results`` (one stream's, in frame order) with each stretch of two or more quiet
     results in a row folded into its last; the same list, its results marked."""
     stretch: list[Result] = []
-    for result in [*results, None]:
-        if result is not None and _quiet(result) and (
-                not stretch or _follows(stretch[-1], result)):
+    for result in results:
+        quiet = _quiet(result)
+        if quiet and stretch and _follows(stretch[-1], result):
             stretch.append(result)
             continue
         _close(stretch)
-        stretch = [result] if result is not None and _quiet(result) else []
+        stretch = [result] if quiet else []
+    _close(stretch)
     return results
 
 
