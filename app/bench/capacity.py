@@ -67,6 +67,22 @@ def holds(row: dict[str, Any]) -> bool:
             and row["dropped_share"] <= GOALS["dropped_share"])
 
 
+def what_stops(row: dict[str, Any]) -> str:
+    """The goals a count misses, in words ("" where it holds): for drops, beside the most
+    frames the detector took in a second and what its model gives alone, so the table says
+    whether the model or the engine stopped it."""
+    missed = []
+    if row["recall"] is None or row["recall"] < GOALS["recall"]:
+        missed.append("recall")
+    if row["first_p99_s"] is None or row["first_p99_s"] > GOALS["first_p99_s"]:
+        missed.append("first box p99")
+    if row["dropped_share"] > GOALS["dropped_share"]:
+        alone = row.get("model_alone_fps")
+        missed.append(f"drops (detector at most {row.get('detected_peak_fps', 0):.0f}/s"
+                      + ("" if alone is None else f", the model alone {alone:.0f}/s") + ")")
+    return ", ".join(missed)
+
+
 def ramp(mode: str, counts: list[int], seconds: float, made: list[dict[str, Path]],
          console: Console) -> list[dict[str, Any]]:
     rows = []
@@ -114,7 +130,7 @@ def bench_capacity(console: Console, counts: list[int], seconds: float, modes_te
 def _print(console: Console, report: dict[str, Any]) -> None:
     table = Table(title=f"Cameras per machine ({report['seconds']:g} s a count)")
     for column in ("mode", "cameras", "cores", "decoded/s", "detected/s", "skipped/s",
-                   "dropped", "RSS MB", "recall", "first box p50/p99 s", "holds"):
+                   "dropped", "RSS MB", "recall", "first box p50/p99 s", "holds", "stops it"):
         table.add_column(column, justify="right")
     for r in report["rows"]:
         first = "-" if r["first_p50_s"] is None else f"{r['first_p50_s']}/{r['first_p99_s']}"
@@ -123,7 +139,8 @@ def _print(console: Console, report: dict[str, Any]) -> None:
         table.add_row(r["mode"], str(r["cameras"]), f"{r['cores']:.2f}",
                       f"{r['decoded_fps']:.0f}", f"{r['detected_fps']:.0f}",
                       f"{r['skipped_fps']:.0f}", f"{r['dropped_share']:.1%}",
-                      f"{r['rss_mb']:.0f}", recall, first, "yes" if r["holds"] else "no")
+                      f"{r['rss_mb']:.0f}", recall, first, "yes" if r["holds"] else "no",
+                      what_stops(r))
     console.print(table)
     for mode, cameras in report["capacity"].items():
         console.print(f"capacity, {mode}: {cameras} cameras")

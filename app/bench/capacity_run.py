@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,14 @@ from app.service.config import ServiceConfig, StreamConfig
 from app.service.service import Service
 from pipelines.events.config import ClipSettings
 from pipelines.metrics import PipelineMetrics
+from pipelines.shared.detector import CALLS_PER_PLANNED, SharedDetector
 from pipelines.sinks.quiet import unfold
 from pipelines.synthetic.quiet import Visit, distractor_masks
+from pipelines.threads import time_infer
 
 WARM_UP_S = 5.0
 START_SPREAD_S = 2.0  # cameras start apart over this, as their key frames are
+ALONE_CALLS = 25  # calls per worker timing the model alone
 SEEN_S = 1.0  # a visitor wholly in the picture this long must be found (recall)
 # the ways of running a camera the bench compares: its input, detect_fps, motion
 # (and whether it keeps clips: the last mode is the one before without, for its memory)
@@ -119,8 +123,10 @@ async def measure(mode: str, count: int, seconds: float, scenes: list[dict[str, 
             await asyncio.sleep(START_SPREAD_S / count)
         await asyncio.sleep(WARM_UP_S)
         row = await _window(service.metrics, ids, seconds)
+        detector = next(iter(service.detectors.loaded.values()))
     finally:
         await service.aclose()
+    row["model_alone_fps"] = await asyncio.to_thread(model_alone_fps, detector)
     due = found = 0
     delays: list[float] = []
     for k, sid in enumerate(ids):
@@ -137,14 +143,35 @@ async def measure(mode: str, count: int, seconds: float, scenes: list[dict[str, 
             "first_p99_s": round(float(np.percentile(delays, 99)), 2) if delays else None}
 
 
+def model_alone_fps(detector: SharedDetector) -> float | None:
+    """Frames a second the detector's model gives alone, with nothing else running: its
+    calls at once, batches and threads as the detector ran them (blank pictures); None
+    where its runtime is not ONNX Runtime (the one timed here)."""
+    plan, spec = detector.backends.plan, detector.spec
+    if plan.runtime is None or plan.runtime.runtime != "onnxruntime":
+        return None
+    assert detector.model_path is not None and plan.batch_size is not None
+    workers = CALLS_PER_PLANNED * plan.threads.infer_workers
+    timed = time_infer(detector.model_path, spec.input.image_shape, spec.input.dtype,
+                       calls=ALONE_CALLS * workers, threads=plan.threads.infer,
+                       batch=plan.batch_size, workers=workers)
+    return round(1e3 / timed.wall_ms, 1)
+
+
 async def _window(metrics: PipelineMetrics, ids: list[str], seconds: float) -> dict[str, Any]:
-    """What the cameras ``ids`` cost and did over the next ``seconds``."""
+    """What the cameras ``ids`` cost and did over the next ``seconds``, and the detector's
+    busiest second in it: the most frames it took, and the most dropped, in one second."""
     before = {sid: dict(metrics.outcomes[sid]) for sid in ids}
     received = sum(metrics.received[sid] for sid in ids)
     batches = dict(metrics.batch_sizes)
     wall, cpu, began = time.monotonic(), time.process_time(), time.time()
-    await asyncio.sleep(seconds)
+    seen = [(wall, _inferred(metrics), _dropped(metrics, ids))]
+    while time.monotonic() - wall < seconds:
+        await asyncio.sleep(min(1.0, seconds - (time.monotonic() - wall)))
+        seen.append((time.monotonic(), _inferred(metrics), _dropped(metrics, ids)))
     wall, cpu, ended = time.monotonic() - wall, time.process_time() - cpu, time.time()
+    rates = [((b[1] - a[1]) / (b[0] - a[0]), (b[2] - a[2]) / (b[0] - a[0]))
+             for a, b in pairwise(seen) if b[0] - a[0] >= 0.5]
     got = sum(metrics.received[sid] for sid in ids) - received
     inferred = sum(size * (n - batches.get(size, 0)) for size, n in metrics.batch_sizes.items())
     total: dict[str, int] = {}
@@ -156,7 +183,18 @@ async def _window(metrics: PipelineMetrics, ids: list[str], seconds: float) -> d
             "cores": round(cpu / wall, 2), "decoded_fps": round(got / wall, 1),
             "detected_fps": round(inferred / wall, 1),
             "skipped_fps": round(total.get("skipped_idle", 0) / wall, 1),
-            "dropped_share": round(dropped / max(1, got), 4), "rss_mb": round(rss_mb(), 1)}
+            "dropped_share": round(dropped / max(1, got), 4), "rss_mb": round(rss_mb(), 1),
+            "detected_peak_fps": round(max((r[0] for r in rates), default=0.0), 1),
+            "dropped_peak_fps": round(max((r[1] for r in rates), default=0.0), 1)}
+
+
+def _inferred(metrics: PipelineMetrics) -> int:
+    return sum(size * n for size, n in metrics.batch_sizes.items())
+
+
+def _dropped(metrics: PipelineMetrics, ids: list[str]) -> int:
+    return sum(n for sid in ids for cause, n in metrics.outcomes[sid].items()
+               if cause.startswith("dropped"))
 
 
 def _unix(iso: str) -> float:

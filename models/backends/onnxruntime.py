@@ -44,6 +44,10 @@ class OnnxRuntimeBackend(GraphPorts):
         options.log_severity_level = 3  # errors only: ORT's warnings are about its own graph
         # Spinning intra-op threads would steal the cores that decoding needs between calls.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # A batch holds whatever frames wait, so the input's shape changes from call to
+        # call; ONNX Runtime would plan and keep a block of memory for each shape it sees
+        # (the service's detector at 4 cameras: ~40 MB; docs/BENCHMARKS.md).
+        options.enable_mem_pattern = False
         try:
             self._session: ort.InferenceSession | None = ort.InferenceSession(
                 str(self.path), options, providers=["CPUExecutionProvider"])

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from app.bench.capacity import GOALS, chosen_modes, holds
+from app.bench.capacity import GOALS, chosen_modes, holds, what_stops
 from app.bench.capacity_run import score, whole_span
 from pipelines.errors import ConfigError
 from pipelines.synthetic.quiet import Visit
@@ -45,6 +45,16 @@ def test_a_count_holds_only_within_every_goal():
     assert not holds(good | {"first_p99_s": 1.5})
     assert not holds(good | {"dropped_share": 0.02})
     assert not holds(good | {"recall": None})
+
+
+def test_the_table_says_what_stopped_a_count():
+    good = {"recall": 1.0, "first_p99_s": 0.5, "dropped_share": 0.0}
+    assert what_stops(good) == ""
+    dropped = good | {"dropped_share": 0.03, "detected_peak_fps": 71.4, "model_alone_fps": 152.0}
+    assert what_stops(dropped) == "drops (detector at most 71/s, the model alone 152/s)"
+    late = good | {"first_p99_s": 2.3, "dropped_share": 0.03, "detected_peak_fps": 70.0,
+                   "model_alone_fps": None}
+    assert what_stops(late) == "first box p99, drops (detector at most 70/s)"
 
 
 def test_modes_are_named_as_the_table_names_them():
