@@ -23,6 +23,7 @@ from pipelines.decode.lag import LagWatch
 from pipelines.decode.motion import MotionGate, MotionMeter, MotionSettings
 from pipelines.decode.picker import DetectionPicker
 from pipelines.decode.selection import FrameSelection
+from pipelines.decode.slots import DECODE_SLOTS, DecodeSlots
 from pipelines.decode.timeline import StreamTimeline
 from pipelines.errors import ChannelClosed, DecodeError
 from pipelines.frame import DecodedPicture, Frame
@@ -96,7 +97,10 @@ class DecodeStage(Stage[int, Frame]):
                  frame_limit: int | None = None, pictures_per_call: int | None = None,
                  max_lag_s: float | None = None, detect_every: int = 1,
                  detect_fps: float | None = None, rider_images: KeepsPicture = keep_none,
-                 motion: MotionSettings | None = None) -> None:
+                 motion: MotionSettings | None = None,
+                 slots: DecodeSlots = DECODE_SLOTS) -> None:
+        """``slots``: the decodes at once this stage's thread takes its turn among (the
+        process's, by default)."""
         if pictures_per_call is None:
             pictures_per_call = 1 if source.live else FILE_READ_AHEAD
         if pictures_per_call < 1:
@@ -106,6 +110,7 @@ class DecodeStage(Stage[int, Frame]):
         self.pictures_per_call, self.source, self.frame_limit = (pictures_per_call, source,
                                                                  frame_limit)
         self._make_decoder = make_decoder
+        self.slots = slots
         self.decoder: PictureDecoder | None = None
         self._epoch = -1
         self.stream_id = source.stream_id
@@ -195,24 +200,27 @@ class DecodeStage(Stage[int, Frame]):
                     self._index += 1
                     self._count_skipped(1)
                     continue
-                start = time.perf_counter()
-                try:
-                    pictures = self._decode(packet)
-                except DecodeError as e:
-                    log.debug("%s: %s", self.stream_id, e)
-                    failed = 1
-                    return step
-                finally:
-                    spent = time.perf_counter() - start
-                    step.decode_s += spent
-                for picture, motion in pictures:
-                    if self._limit_reached():
-                        return step  # past the limit: not received
-                    made += 1
-                    self.decoded += 1
-                    frame = self._frame(self._index, picture, captured, spent / len(pictures))
-                    self._index += 1
-                    step.frames += self.selection.select(frame, motion, self.timeline.step)
+                with self.slots:  # the packet is read: decoded, dated and chosen in turn
+                    start = time.perf_counter()
+                    try:
+                        pictures = self._decode(packet)
+                    except DecodeError as e:
+                        log.debug("%s: %s", self.stream_id, e)
+                        failed = 1
+                        return step
+                    finally:
+                        spent = time.perf_counter() - start
+                        step.decode_s += spent
+                    for picture, motion in pictures:
+                        if self._limit_reached():
+                            return step  # past the limit: not received
+                        made += 1
+                        self.decoded += 1
+                        frame = self._frame(self._index, picture, captured,
+                                            spent / len(pictures))
+                        self._index += 1
+                        step.frames += self.selection.select(frame, motion,
+                                                             self.timeline.step)
                 if len(step.frames) >= wanted or made >= MOST_PICTURES_PER_CALL \
                         or self._limit_reached():
                     return step

@@ -21,7 +21,13 @@ from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.preprocess.opencv import OpenCVPreprocessor
 from pipelines.stage import run_stage
-from tests.support.fakes import FAKE_SPEC, FakeDecoder, FakeSource, ListSink, drain
+from tests.support.fakes import (
+    FAKE_SPEC,
+    FakeDecoder,
+    FakeSource,
+    ListSink,
+    run_source_stage,
+)
 
 
 def decode_all(clip: Path, scale: ScaleTo | None) -> list:
@@ -107,15 +113,7 @@ def test_files_are_read_ahead_and_live_pictures_go_at_once(source, limit, calls)
     metrics = PipelineMetrics()
     out: Channel[Frame] = Channel("decoded", 64)
     stage = DecodeStage(source, lambda s: FakeDecoder(), out, metrics, frame_limit=limit)
-
-    async def run_and_drain() -> list[Frame]:
-        await run_stage(stage)
-        return await drain(out)
-
-    try:
-        frames = asyncio.run(run_and_drain())
-    finally:
-        stage.close()
+    frames = run_source_stage(stage, out)
     assert [f.index for f in frames] == list(range(limit or source.frames))
     assert metrics.stage_work["decode"].count == calls
 

@@ -114,6 +114,22 @@ class ListSink:
         self.committed = commit
 
 
+def run_source_stage(stage, out):
+    """Run a source stage to its end, then close it; what it put into ``out``, in order."""
+    import asyncio
+
+    from pipelines.stage import run_stage
+
+    async def run_and_drain():
+        await run_stage(stage)
+        return await drain(out)
+
+    try:
+        return asyncio.run(run_and_drain())
+    finally:
+        stage.close()
+
+
 async def drain(channel):
     """Everything a channel still delivers, until it is closed and empty."""
     from pipelines.errors import ChannelClosed
