@@ -123,10 +123,11 @@ async def measure(mode: str, count: int, seconds: float, scenes: list[dict[str, 
             await asyncio.sleep(START_SPREAD_S / count)
         await asyncio.sleep(WARM_UP_S)
         row = await _window(service.metrics, ids, seconds)
-        detector = next(iter(service.detectors.loaded.values()))
+        detector = next(iter(service.detectors.loaded.values()), None)  # None: it failed
     finally:
         await service.aclose()
-    row["model_alone_fps"] = await asyncio.to_thread(model_alone_fps, detector)
+    row["model_alone_fps"] = None if detector is None else \
+        await asyncio.to_thread(model_alone_fps, detector)
     due = found = 0
     delays: list[float] = []
     for k, sid in enumerate(ids):
