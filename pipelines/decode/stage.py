@@ -77,10 +77,13 @@ class PictureDecoder(Protocol):
 @dataclass(slots=True)
 class DecodeStep:
     """What one call into the decoder thread produced: the frames it hands on (chosen there,
-    each carrying the frames before it the model does not see) and how long it decoded."""
+    each carrying the frames before it the model does not see), how long it decoded, the
+    pictures it made and the packets that failed."""
 
     frames: list[Frame] = field(default_factory=list)
     decode_s: float = 0.0  # time in the decoder: waiting for a live source's packets is not work
+    made: int = 0  # pictures made frames of (received)
+    failed: int = 0  # packets that could not be decoded
 
 
 class DecodeStage(Stage[int, Frame]):
@@ -192,7 +195,6 @@ class DecodeStage(Stage[int, Frame]):
         if self._packets is None:
             self._packets = self.source.packets()
         step = DecodeStep()
-        made = failed = 0
         try:
             for packet in self._packets:
                 captured = time.monotonic()  # the packet is here: a live frame's capture
@@ -200,38 +202,44 @@ class DecodeStage(Stage[int, Frame]):
                     self._index += 1
                     self._count_skipped(1)
                     continue
-                with self.slots:  # the packet is read: decoded, dated and chosen in turn
-                    start = time.perf_counter()
-                    try:
-                        pictures = self._decode(packet)
-                    except DecodeError as e:
-                        log.debug("%s: %s", self.stream_id, e)
-                        failed = 1
-                        return step
-                    finally:
-                        spent = time.perf_counter() - start
-                        step.decode_s += spent
-                    for picture, motion in pictures:
-                        if self._limit_reached():
-                            return step  # past the limit: not received
-                        made += 1
-                        self.decoded += 1
-                        frame = self._frame(self._index, picture, captured,
-                                            spent / len(pictures))
-                        self._index += 1
-                        step.frames += self.selection.select(frame, motion,
-                                                             self.timeline.step)
-                if len(step.frames) >= wanted or made >= MOST_PICTURES_PER_CALL \
+                if not self._take(packet, captured, step):
+                    return step
+                if len(step.frames) >= wanted or step.made >= MOST_PICTURES_PER_CALL \
                         or self._limit_reached():
                     return step
             self._ended = True
             self._count_missing()
             return step
         finally:
-            self._index += failed
-            self._count_errors(failed)
-            if made:
-                self.metrics.frame_received(self.stream_id, made)
+            self._index += step.failed
+            self._count_errors(step.failed)
+            if step.made:
+                self.metrics.frame_received(self.stream_id, step.made)
+
+    def _take(self, packet: Any, captured: float, step: DecodeStep) -> bool:
+        """In turn with the other decoder threads (``slots``): the packet read at
+        ``captured`` decoded, its pictures dated, counted and chosen into ``step``. False
+        when the call ends here: the packet failed, or the frame limit was reached."""
+        with self.slots:
+            start = time.perf_counter()
+            try:
+                pictures = self._decode(packet)
+            except DecodeError as e:
+                log.debug("%s: %s", self.stream_id, e)
+                step.failed = 1
+                return False
+            finally:
+                spent = time.perf_counter() - start
+                step.decode_s += spent
+            for picture, motion in pictures:
+                if self._limit_reached():
+                    return False  # past the limit: not received
+                step.made += 1
+                self.decoded += 1
+                frame = self._frame(self._index, picture, captured, spent / len(pictures))
+                self._index += 1
+                step.frames += self.selection.select(frame, motion, self.timeline.step)
+        return True
 
     def _decode(self, packet: Any) -> list[tuple[DecodedPicture, float | None]]:
         """The pictures a packet completes, each with its motion where the stream is gated."""
