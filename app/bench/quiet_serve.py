@@ -3,9 +3,9 @@
 ``python -m app.bench.quiet_serve CAMERAS SECONDS ROUNDS [OUT.json]``: rounds of two rows,
 alternated, each in a fresh process. ``service``: ``vidpipe serve``'s ``Service`` with CAMERAS
 streams of the overhead bench's quiet 640x360@15 clip played as cameras (``motion: auto``,
-ssdlite-person), the process's CPU over SECONDS after a warm-up, split by thread (decoder
-threads, the event loop, the rest). ``alone``: CAMERAS threads that each read the same clip
-paced at its frame rate, looped, and decode it with PyAV to YUV, nothing else: the same
+ssdlite-person), the process's CPU over SECONDS after a warm-up, split by the engine's parts
+(``ThreadClock``: decode, the event loop, ...). ``alone``: CAMERAS threads that each read the
+same clip paced at its frame rate, looped, and decode it to YUV, nothing else: the same
 frames at the same moments, so each decode finds its caches as cold as the service's does
 (a loop decoding the file flat out keeps them warm, and costs less a frame).
 """
@@ -22,29 +22,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import av
-
 from app.bench.overhead import quiet_clip
+from app.bench.overhead_parts import ThreadClock
 from app.bench.service import run_in_tree
+from pipelines.decode.pyav import PyAVDecoder
+from pipelines.sources.paced import PacedFileSource
 
 WARM_UP_S = 8.0
 START_SPREAD_S = 2.0  # cameras start apart over this, as their key frames are
-
-
-def thread_cpu_s() -> dict[str, float]:
-    """CPU seconds so far of this process's threads, by role (Linux)."""
-    names = {t.native_id: t.name for t in threading.enumerate()}
-    spent: dict[str, float] = {}
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            ran_ns = int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError):
-            continue  # a thread that ended meanwhile
-        name = names.get(int(task.name), "")
-        role = "decoder threads" if name.startswith("vidpipe-decode-") else \
-            "event loop" if name == "MainThread" else "the rest"
-        spent[role] = spent.get(role, 0.0) + ran_ns / 1e9
-    return spent
 
 
 def _row(frames: int, wall: float, cpu: float, parts: Mapping[str, float]) -> dict[str, Any]:
@@ -75,10 +60,11 @@ async def service_row(cameras: int, seconds: float) -> dict[str, Any]:
             outcomes = service.metrics.outcomes
             before = sum(sum(outcomes[sid].values()) for sid in ids)
             skipped = sum(outcomes[sid].get("skipped_idle", 0) for sid in ids)
-            threads, cpu, wall = thread_cpu_s(), time.process_time(), time.monotonic()
-            await asyncio.sleep(seconds)
+            cpu, wall = time.process_time(), time.monotonic()
+            with ThreadClock() as clock:
+                await asyncio.sleep(seconds)
             wall, cpu = time.monotonic() - wall, time.process_time() - cpu
-            parts = {k: v - threads.get(k, 0.0) for k, v in thread_cpu_s().items()}
+            parts = clock.totals()
             frames = sum(sum(outcomes[sid].values()) for sid in ids) - before
             skipped = sum(outcomes[sid].get("skipped_idle", 0) for sid in ids) - skipped
         finally:
@@ -88,26 +74,17 @@ async def service_row(cameras: int, seconds: float) -> dict[str, Any]:
 
 
 def alone_row(cameras: int, seconds: float) -> dict[str, Any]:
+    """The clip paced and looped as the service's cameras are (``PacedFileSource``), decoded
+    by the service's decoder (one thread, no motion, pictures left in YUV) and nothing else."""
     clip = quiet_clip()
     decoded = [0] * cameras
-    stop = threading.Event()
+    sources = [PacedFileSource(clip, f"cam{k}", loop=True) for k in range(cameras)]
 
     def camera(k: int) -> None:
-        start, offset = time.monotonic() + k * START_SPREAD_S / cameras, 0.0
-        while not stop.is_set():
-            with av.open(str(clip)) as container:
-                video = container.streams.video[0]
-                video.codec_context.thread_count = 1  # as the service's decoders
-                assert video.time_base is not None and video.average_rate is not None
-                base, step, last = float(video.time_base), 1 / float(video.average_rate), 0.0
-                for packet in container.demux(video):
-                    if packet.pts is not None:
-                        last = max(last, packet.pts * base)
-                        wait = start + offset + packet.pts * base - time.monotonic()
-                        if wait > 0 and stop.wait(wait):
-                            return
-                    decoded[k] += len(packet.decode())
-                offset += last + step
+        time.sleep(k * START_SPREAD_S / cameras)
+        decoder = PyAVDecoder(sources[k].video, threads=1, lazy=True)
+        for packet in sources[k].packets():
+            decoded[k] += len(decoder.decode(packet))
 
     threads = [threading.Thread(target=camera, args=(k,)) for k in range(cameras)]
     for t in threads:
@@ -117,7 +94,8 @@ def alone_row(cameras: int, seconds: float) -> dict[str, Any]:
     time.sleep(seconds)
     frames = sum(decoded) - before
     wall, cpu = time.monotonic() - wall, time.process_time() - cpu
-    stop.set()
+    for source in sources:
+        source.close()  # ends its reader's wait for the next packet
     for t in threads:
         t.join()
     return {"row": "alone", "cameras": cameras, **_row(frames, wall, cpu, {})}

@@ -4,8 +4,7 @@ A service stream's sinks draw on few of its frames: the snapshot a dashboard sho
 every ``snapshot_interval_s``, the result lines and the feed none. A 720p picture is 2.8 MB;
 kept on every frame held for a slow detection rate, one 720p30 camera at ``detect_fps: 0.2``
 held 1.24 GB (325 MB now: docs/BENCHMARKS.md). ``picture_interval`` reads what a stream's
-sinks want —
-every picture (``wants_images``: annotated video, event snapshots), one each
+sinks want — every picture (``wants_images``: annotated video, event snapshots), one each
 ``picture_every_s`` (the snapshot), or none — and a ``PictureKeeper`` per stream answers,
 frame by frame, on the thread that holds the frame. The rest give their pixels back once
 prepared for the model (``release``), or as they are held for later (``--detect-fps``,
