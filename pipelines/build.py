@@ -1,14 +1,16 @@
 """A run's pipeline: options, sources and a model -> a Pipeline, on any device.
 
-Topology: one decode and one preprocess stage per stream, a shared channel where all streams
-meet, then the detector's stages (``pipelines.wiring``, the same for the service): one
-inference stage that batches across streams, postprocessing, analytics where a stream has
-any, one sink stage. The stages are the same on every device; ``pipelines.backends`` chooses
-what they run on from the device string.
+Topology: one decode stage per stream, a channel where all streams meet (a queue each:
+``wiring.frames_channel``), then the detector's stages (``pipelines.wiring``, the same for
+the service): one inference stage that batches across streams and prepares each call's
+frames as it takes them, postprocessing, analytics where a stream has any, one sink stage.
+The stages are the same on every device; ``pipelines.backends`` chooses what they run on
+from the device string.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -18,7 +20,7 @@ from typing import Any
 from models.spec import ModelSpec
 from pipelines.analytics.stream import StreamAnalytics
 from pipelines.backends import StageBackends, open_backends
-from pipelines.channel import Channel, DropPolicy
+from pipelines.channel import Channel
 from pipelines.classify.model import Classifiers
 from pipelines.cuda import parse_device
 from pipelines.decode.pyav import ScaleTo
@@ -26,12 +28,18 @@ from pipelines.decode.stage import PacketSource
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
-from pipelines.preprocess.stage import PreprocessStage
+from pipelines.shared.fair import FairChannel
 from pipelines.sinks.pictures import keep_all, keep_none
 from pipelines.sinks.stage import Sink
 from pipelines.sources.file import FileSource
 from pipelines.stage import Stage
-from pipelines.wiring import counted_channel, decode_stage, detector_stages
+from pipelines.wiring import (
+    counted_channel,
+    decode_stage,
+    detector_stages,
+    frames_channel,
+    settle,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,20 +118,21 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
                   batch_size: int, classifiers: Classifiers | None = None) -> Pipeline:
     """Stages and channels around already opened parts (tests pass fakes here); the
     analytics stage owns ``classifiers``."""
-    def channel(name: str, policy: DropPolicy = "block", producers: int = 1) -> Channel[Any]:
-        if options.name:
-            name = f"{options.name}/{name}"
-        channels.append(counted_channel(metrics, name, options.capacity, policy, producers))
-        return channels[-1]
+    def channel(name: str) -> Channel[Any]:
+        made = counted_channel(metrics, f"{options.name}/{name}" if options.name else name,
+                               options.capacity)
+        channels.append(made)
+        return made
 
-    channels: list[Channel[Any]] = []
+    channels: list[Channel[Any] | FairChannel[Any]] = []
     stages: list[Stage[Any, Any]] = []
     keep_images = full_pictures(sinks, options)
     analytics = options.analytics if options.analytics and options.analytics.active else None
-    # Live sources only: the newest prepared frame wins at inference too, so a detector slower
-    # than the camera works on the latest picture instead of one that queued behind it.
-    live = all(source.live for source in sources)
-    prepared = channel("prepared", "drop_oldest" if live else "block", producers=len(sources))
+    # the streams meet in one queue each: a live stream keeps its own newest frames
+    # (drop_oldest evicts only its oldest), a file's decoder waits for its own room
+    decoded = frames_channel(metrics, f"{options.name}/decoded" if options.name else "decoded",
+                             options.capacity, ends_with_streams=True)
+    channels.append(decoded)
     per_stream = None if analytics is None else {
         s.stream_id: StreamAnalytics(s.stream_id, analytics, spec,
                                      float(getattr(s, "fps", 0.0) or 30.0), metrics,
@@ -131,18 +140,19 @@ def wire_pipeline(sources: Sequence[PacketSource], backends: StageBackends, spec
         for s in sources}
     for source in sources:
         policy = options.policy or ("drop_oldest" if source.live else "block")
-        # Named by stream where one pipeline serves several; a named pipeline is one stream's.
-        decoded = channel("decoded" if options.name else f"decoded/{source.stream_id}", policy)
         tracked = None if per_stream is None else per_stream[source.stream_id]
-        stages.append(decode_stage(source, backends, decoded, metrics, options,
-                                   analytics=tracked,
+        stages.append(decode_stage(source, backends, decoded.attach(source.stream_id, policy),
+                                   metrics, options, analytics=tracked,
                                    rider_images=keep_all if keep_images else keep_none))
-        stages.append(PreprocessStage(source.stream_id, backends.preprocessor_for(), decoded,
-                                      prepared, metrics))
-    stages += detector_stages(prepared, backends, spec, metrics, options, channel=channel,
+    metrics.register_channel(decoded.name, decoded.capacity * len(sources), decoded.__len__)
+    # inference prepares the frames of each call as it takes them, as a shared detector's does
+    stages += detector_stages(decoded, backends, spec, metrics, options, channel=channel,
                               sinks=sinks, batch_size=batch_size,
                               infer_calls=backends.plan.threads.infer_workers,
                               analytics=per_stream, keep_images=keep_images,
-                              queued=0 if live else 1, classifiers=classifiers)
+                              queued=0 if all(s.live for s in sources) else 1,
+                              classifiers=classifiers, prepare=True,
+                              on_written=functools.partial(settle, decoded),
+                              keeps_picture=keep_all if keep_images else keep_none)
     return Pipeline(stages, channels, metrics, [s.stream_id for s in sources],
                     plan=backends.plan)

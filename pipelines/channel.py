@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, Literal, Protocol, TypeVar
 
 from pipelines.errors import ChannelClosed
@@ -36,6 +36,8 @@ class Output(Protocol[T_in]):
     """What a stage puts into: a Channel, or one stream's inlet of a FairChannel."""
 
     async def put(self, item: T_in) -> None: ...
+
+    async def put_many(self, items: Sequence[T_in]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -102,7 +104,8 @@ class Channel(Generic[T]):
         self._carry = carry
         self._items: deque[tuple[T, float]] = deque()
         self._open_producers = producers
-        self._waiters = Waiters()
+        self._readers = Waiters()  # consumers waiting for an item (or the end)
+        self._writers = Waiters()  # producers waiting for room
 
     def __len__(self) -> int:
         return len(self._items)
@@ -111,21 +114,43 @@ class Channel(Generic[T]):
     def closed(self) -> bool:
         return self._open_producers == 0
 
+    def fill(self) -> float:
+        """How full it is, 0..1."""
+        return len(self._items) / self.capacity
+
     async def put(self, item: T) -> None:
         """Add an item; under ``block`` wait for room, under ``drop_oldest`` evict to make it."""
-        if self.policy == "block":
-            while len(self._items) >= self.capacity and not self.closed:
-                await self._wait()
-        if self.closed:
-            raise ChannelClosed(f"put on closed channel {self.name!r}")
-        if len(self._items) >= self.capacity:  # drop_oldest
-            evicted = self._items.popleft()[0]
-            after = self._items[0][0] if self._items else item  # the next in order: it may carry it
-            left = evicted if self._carry is None else self._carry(evicted, after)
-            if left is not None:
-                self.drop(left, "dropped_full")
-        self._items.append((item, time.monotonic()))
-        self._notify()
+        await self.put_many((item,))
+
+    async def put_many(self, items: Sequence[T]) -> None:
+        """Add a call's items in order, as ``put`` each, but wake the consumer once for them
+        all (or before waiting for room, for those already in), not once an item."""
+        unannounced = False
+        for item in items:
+            if self.policy == "block" and self._full():
+                if unannounced:  # the consumer that makes room has to hear of them
+                    self._readers.notify()
+                    unannounced = False
+                while self._full():
+                    await self._writers.wait()
+            if self.closed:
+                raise ChannelClosed(f"put on closed channel {self.name!r}")
+            if len(self._items) >= self.capacity:  # drop_oldest
+                self._evict(item)
+            self._items.append((item, time.monotonic()))
+            unannounced = True
+        if unannounced:
+            self._readers.notify()
+
+    def _full(self) -> bool:
+        return len(self._items) >= self.capacity and not self.closed
+
+    def _evict(self, item: T) -> None:
+        evicted = self._items.popleft()[0]
+        after = self._items[0][0] if self._items else item  # the next in order: it may carry it
+        left = evicted if self._carry is None else self._carry(evicted, after)
+        if left is not None:
+            self.drop(left, "dropped_full")
 
     async def get(self) -> T:
         """The oldest item; waits for one. Raises ChannelClosed once closed and drained."""
@@ -135,7 +160,7 @@ class Channel(Generic[T]):
     async def get_timed(self) -> tuple[T, float]:
         """The oldest item and the seconds it waited in the channel."""
         while not self._items and not self.closed:
-            await self._wait()
+            await self._readers.wait()
         return self._pop()
 
     async def get_batch(self, max_items: int, timeout_s: float) -> list[tuple[T, float]]:
@@ -152,7 +177,7 @@ class Channel(Generic[T]):
             if self._items:
                 batch.append(self._pop())
                 continue
-            if self.closed or not await self._waiters.wait_until(deadline):
+            if self.closed or not await self._readers.wait_until(deadline):
                 break
         return batch
 
@@ -181,11 +206,10 @@ class Channel(Generic[T]):
         if not self._items:
             raise ChannelClosed(f"channel {self.name!r} is closed and drained")
         item, put_at = self._items.popleft()
-        self._notify()
+        self._writers.notify()
         return item, time.monotonic() - put_at
 
-    async def _wait(self) -> None:
-        await self._waiters.wait()
-
     def _notify(self) -> None:
-        self._waiters.notify()
+        """Everyone waiting: the channel ended."""
+        self._readers.notify()
+        self._writers.notify()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
@@ -17,7 +17,7 @@ from prometheus_client import Counter as PromCounter
 
 from pipelines.analytics_metrics import AnalyticsMetrics
 from pipelines.samples import Quantiles, Samples
-from pipelines.series import SeriesByLabels
+from pipelines.series import SeriesByLabels, observe_all
 
 OUTCOMES: tuple[str, ...] = (
     "processed", "dropped_full", "dropped_stale", "dropped_stopped", "decode_error",
@@ -68,7 +68,7 @@ class PipelineMetrics(AnalyticsMetrics):
         self.channel_depths: dict[str, tuple[Callable[[], float], int]] = {}
         self.model_loads: Counter[tuple[str, str]] = Counter()
         self.events: Counter[tuple[str, str]] = Counter()  # (sink, outcome) -> events
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # outcomes wake ``wait_settled``
 
     # Labelled children are looked up once (``_Children``): ``labels()`` takes a lock and
     # checks its values on every call, about ten times per frame.
@@ -159,6 +159,11 @@ class PipelineMetrics(AnalyticsMetrics):
         self._wait_by(stage).observe(seconds)
         self.stage_waits[stage].add(seconds)
 
+    def observe_waits(self, stage: str, seconds: Sequence[float]) -> None:
+        """The waits of a call's items, observed together."""
+        observe_all(self._wait_by(stage), seconds)
+        self.stage_waits[stage].add_many(seconds)
+
     def frame_received(self, stream: str, count: int = 1) -> None:
         with self._lock:
             self.received[stream] += count
@@ -169,10 +174,16 @@ class PipelineMetrics(AnalyticsMetrics):
         self._frames_by(stream, outcome).inc(count)
         with self._lock:
             self.outcomes[stream][outcome] += count
+            self._lock.notify_all()
 
     def observe_latency(self, stream: str, seconds: float) -> None:
         self._latency_by(stream).observe(seconds)
         self.latency[stream].add(seconds)
+
+    def observe_latencies(self, stream: str, seconds: Sequence[float]) -> None:
+        """The latencies of a call's frames of one stream, observed together."""
+        observe_all(self._latency_by(stream), seconds)
+        self.latency[stream].add_many(seconds)
 
     def observe_batch(self, size: int) -> None:
         self._batch.observe(size)
@@ -190,8 +201,8 @@ class PipelineMetrics(AnalyticsMetrics):
     def count_detector_restart(self, model: str, device: str) -> None:
         self._restarts.labels(model, device).inc()
 
-    def count_sink_error(self, stream: str, sink: str) -> None:
-        self._sink_errors_by(stream, sink).inc()
+    def count_sink_error(self, stream: str, sink: str, results: int = 1) -> None:
+        self._sink_errors_by(stream, sink).inc(results)
 
     def count_event(self, sink: str, outcome: str, count: int = 1) -> None:
         """An event ``sent`` by a sink, an attempt ``retried``, or one ``dropped`` (given up:
@@ -261,6 +272,14 @@ class PipelineMetrics(AnalyticsMetrics):
                 min(busy, 1.0), work.quantiles_ms(window_s),
                 self.stage_waits[stage].quantiles_ms(window_s)))
         return rows
+
+    def wait_settled(self, stream: str, held: int, stop: Callable[[], bool]) -> None:
+        """Until every frame of ``stream`` received but the ``held`` its decoder holds back
+        has its outcome (its result written, or its drop counted), or ``stop()``."""
+        with self._lock:
+            while (self.received[stream] - sum(self.outcomes[stream].values()) > held
+                   and not stop()):
+                self._lock.wait(0.1)
 
     def unaccounted(self, stream: str) -> int:
         """Frames received but neither emitted nor dropped: 0 once a stream has finished."""

@@ -11,9 +11,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pipelines.channel import Channel
 from pipelines.metrics import PipelineMetrics
 from pipelines.stage import Stage, run_stage
 
@@ -23,10 +22,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class Queue(Protocol):
+    """What a pipeline ends with its run: a Channel, or a run's FairChannel."""
+
+    name: str
+
+    def fill(self) -> float: ...
+
+    def abort(self) -> list[Any]: ...
+
+
 class Pipeline:
     """Stages linked by channels, serving the named streams."""
 
-    def __init__(self, stages: Sequence[Stage[Any, Any]], channels: Sequence[Channel[Any]],
+    def __init__(self, stages: Sequence[Stage[Any, Any]], channels: Sequence[Queue],
                  metrics: PipelineMetrics, streams: Sequence[str], *,
                  plan: RunPlan | None = None, account_stopped: bool = True) -> None:
         self.stages = list(stages)
@@ -87,7 +96,8 @@ class Pipeline:
             return
         self._forgotten = True
         for stage in self.stages:
-            self.metrics.unregister_stage(stage.name, stage.worker.threads)
+            for name, threads in stage.registered():
+                self.metrics.unregister_stage(name, threads)
         for channel in self.channels:
             self.metrics.unregister_channel(channel.name)
 

@@ -41,17 +41,27 @@ class Samples:
 
     def add(self, value: float) -> None:
         with self._lock:
-            kept = min(self.count, self._maxlen)
-            if kept == self._times.size and kept < self._maxlen:
-                size = min(self._maxlen, 2 * kept)
-                self._times = np.resize(self._times, size)
-                self._values = np.resize(self._values, size)
-            at = kept if kept < self._maxlen else self._next
-            self._times[at] = time.monotonic()
-            self._values[at] = value
-            self._next = (at + 1) % self._maxlen
-            self.count += 1
-            self.total += value
+            self._add(value, time.monotonic())
+
+    def add_many(self, values: Sequence[float]) -> None:
+        """Several observations made at once (a call's items): one lock, one clock read."""
+        now = time.monotonic()
+        with self._lock:
+            for value in values:
+                self._add(value, now)
+
+    def _add(self, value: float, now: float) -> None:
+        kept = min(self.count, self._maxlen)
+        if kept == self._times.size and kept < self._maxlen:
+            size = min(self._maxlen, 2 * kept)
+            self._times = np.resize(self._times, size)
+            self._values = np.resize(self._values, size)
+        at = kept if kept < self._maxlen else self._next
+        self._times[at] = now
+        self._values[at] = value
+        self._next = (at + 1) % self._maxlen
+        self.count += 1
+        self.total += value
 
     def values(self, window_s: float | None = None) -> np.ndarray:
         """The kept values, oldest first, or those observed in the last ``window_s`` s."""

@@ -1,8 +1,12 @@
 """A labelled Prometheus metric's children by their label values: each looked up once (the
-lookup costs more than the observation it serves), and a stream's removed with it."""
+lookup costs more than the observation it serves), and a stream's removed with it; and a
+histogram's observations of a call's items made at once (``observe_all``)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -28,3 +32,17 @@ class SeriesByLabels:
                 self._metric.remove(*values)
             except KeyError:
                 pass
+
+
+def observe_all(histogram: Any, values: Sequence[float]) -> None:
+    """``histogram.observe(v)`` for every value, with each bucket and the sum incremented
+    once for them all (each increment takes the child's lock). Reads the child's bounds and
+    values, prometheus_client's own (the version is pinned; tests/pipelines/test_metrics.py
+    compares the exposition with ``observe``'s)."""
+    if not values:
+        return
+    histogram._raise_if_not_observable()
+    bounds = histogram._upper_bounds  # ends with +Inf: every value finds its bucket
+    for index, count in Counter(bisect_left(bounds, v) for v in values).items():
+        histogram._buckets[index].inc(count)
+    histogram._sum.inc(sum(values))

@@ -41,19 +41,21 @@ class Worker:
         self._executor = ThreadPoolExecutor(max_workers=threads,
                                             thread_name_prefix=f"vidpipe-{name}")
 
-    async def run(self, fn: Callable[..., R], *args: object) -> tuple[R, float]:
-        """Run ``fn(*args)`` on the worker thread; return its result and the seconds it took
-        there (the time on the thread, not counting the hand-over)."""
-        def timed() -> tuple[R, float]:
-            start = time.perf_counter()
-            result = fn(*args)
-            return result, time.perf_counter() - start
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, timed)
+    def start(self, fn: Callable[..., R], *args: object) -> asyncio.Future[tuple[R, float]]:
+        """``fn(*args)`` started on the worker thread: a future of the event loop (no task
+        of its own) of its result and the seconds it took there (the time on the thread, not
+        counting the hand-over)."""
+        return asyncio.get_running_loop().run_in_executor(self._executor, _timed, fn, args)
 
     def close(self) -> None:
         """Wait for the call in progress, if any, then end the thread. Idempotent."""
         self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _timed(fn: Callable[..., R], args: tuple[object, ...]) -> tuple[R, float]:
+    start = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - start
 
 
 class Stage(abc.ABC, Generic[In, Out]):
@@ -66,8 +68,8 @@ class Stage(abc.ABC, Generic[In, Out]):
     running on the worker's threads or queued behind them. With ``call_ahead`` a call's slot
     is free once its result is in, so the next call starts while its outputs are handed on
     (the worker need not wait for the event loop); without it, only once they all are.
-    ``outputs`` may be a generator: each output is made just before it is put, and a source
-    counts it there."""
+    A list of ``outputs`` is put at once (``put_many``: the next stage woken once for the
+    call); a generator's outputs are put one by one, each made just before it is put."""
 
     def __init__(self, name: str, metrics: PipelineMetrics, *, input: Input[In] | None,
                  output: Output[Out] | None, worker_name: str | None = None,
@@ -96,8 +98,7 @@ class Stage(abc.ABC, Generic[In, Out]):
         if self.input is None:
             raise TypeError(f"stage {self.name} has no input channel; override next_items")
         taken = await self.input.get_batch(self.take_at_once, self.take_wait_s())
-        for _, waited in taken:
-            self.metrics.observe_wait(self.name, waited)
+        self.metrics.observe_waits(self.name, [waited for _, waited in taken])
         return [item for item, _ in taken]
 
     def take_wait_s(self) -> float:
@@ -127,6 +128,10 @@ class Stage(abc.ABC, Generic[In, Out]):
         """The work time to record for a call (None: recorded elsewhere); the call's time on
         the worker thread by default."""
         return seconds
+
+    def registered(self) -> list[tuple[str, int]]:
+        """The stages it registered in the metrics, with their threads (its own)."""
+        return [(self.name, self.worker.threads)]
 
     def request_stop(self) -> None:
         """Ask a source stage to stop producing; the rest of the pipeline then drains."""
@@ -184,7 +189,7 @@ def _start_on_worker(stage: Stage[Any, Any], items: list[Any]) -> Call:
     """The call started on the stage's worker, counted in ``calls_on_worker`` until it
     returns."""
     stage.calls_on_worker += 1
-    call = asyncio.ensure_future(stage.worker.run(stage.process, items))
+    call = stage.worker.start(stage.process, items)
     call.add_done_callback(lambda _: _returned(stage))
     return call
 
@@ -220,6 +225,23 @@ async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any]
                          else _start_on_worker(stage, items)))
 
 
+async def _put(stage: Stage[Any, Any], outputs: Iterable[Any]) -> None:
+    """A call's outputs into the stage's output: a list at once (one wake-up of the next
+    stage for the call), a generator's one by one, each made just before it is put."""
+    if isinstance(outputs, list):
+        if outputs:
+            await _output_of(stage, outputs[0]).put_many(outputs)
+        return
+    for item in outputs:
+        await _output_of(stage, item).put(item)
+
+
+def _output_of(stage: Stage[Any, Any], item: Any) -> Output[Any]:
+    if stage.output is None:
+        raise TypeError(f"stage {stage.name} has no output channel for {item!r}")
+    return stage.output
+
+
 async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],
                             slots: asyncio.Semaphore) -> None:
     while True:
@@ -245,9 +267,6 @@ async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[tuple[list[An
         work = stage.work_seconds(result, seconds)
         if work is not None:
             stage.metrics.observe_stage(stage.name, work)
-        for item in stage.outputs(items, result, seconds):
-            if stage.output is None:
-                raise TypeError(f"stage {stage.name} has no output channel for {item!r}")
-            await stage.output.put(item)
+        await _put(stage, stage.outputs(items, result, seconds))
         if not stage.call_ahead:
             slots.release()

@@ -1,9 +1,10 @@
 """The stages of a detector, wired one way for ``vidpipe run`` and for the service: a
 stream's decode stage (``decode_stage``), and behind the streams inference (batching across
 them), postprocessing, the streams' analytics where there are any, and the sink stage
-(``detector_stages``). ``pipelines.build`` puts a preprocess stage per stream between the
-two; the shared detector (``pipelines.shared``) a FairChannel of decoded frames, which
-inference prepares as it takes them. What differs between the two is passed in, so a rule of
+(``detector_stages``), with the channel where the streams meet between them
+(``frames_channel``: a queue per stream), whose frames inference prepares as it takes them.
+``pipelines.build`` wires a run's streams to it, the shared detector (``pipelines.shared``)
+the service's as they come and go. What differs between the two is passed in, so a rule of
 these stages is the same for both, and each stage is constructed here alone.
 """
 
@@ -26,6 +27,7 @@ from pipelines.infer.stage import InferStage
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.postprocess.stage import PostprocessStage
+from pipelines.shared.fair import FairChannel
 from pipelines.sinks.pictures import KeepsPicture
 from pipelines.sinks.stage import Sink, SinkStage
 from pipelines.stage import Stage
@@ -81,6 +83,37 @@ def counted_channel(metrics: PipelineMetrics, name: str, capacity: int,
                                     carry=carry_skipped)
     metrics.register_channel(name, channel.capacity, channel.__len__)
     return channel
+
+
+def frames_channel(metrics: PipelineMetrics, name: str, capacity: int, *,
+                   ends_with_streams: bool) -> FairChannel[Frame | Batch]:
+    """The channel between the streams' decoders and inference: a queue of ``capacity``
+    per stream, its own drop policy, taken round the streams (``FairChannel``); drops count
+    against their streams (a skipped frame it evicts rides on with the stream's next). A
+    run's ends with its last stream, a shared detector's when closed. Its depth is exported
+    by its owner, who knows how many streams it holds."""
+    return FairChannel(name, capacity, _stream_of,
+                       on_drop=lambda item, cause: account_drop(metrics, item, cause),
+                       frames=_frames_of, carry=carry_skipped,
+                       ends_with_streams=ends_with_streams)
+
+
+def settle(channel: FairChannel[Frame | Batch], results: Sequence[Result]) -> None:
+    """Written results settle their frames in the channel they came through."""
+    for result in results:
+        channel.settle(result.frame.stream_id)
+
+
+def _frames_of(item: Frame | Batch) -> int:
+    """The frames an item of the channel stands for: its riders too."""
+    frames = [item] if isinstance(item, Frame) else item.frames
+    return sum(1 + len(f.riders) for f in frames)
+
+
+def _stream_of(item: Frame | Batch) -> str:
+    """The stream an item of the channel belongs to (a Frame, or once prepared a Batch of
+    one, as the inference stage drops it)."""
+    return item.stream_id if isinstance(item, Frame) else item.frames[0].stream_id
 
 
 def decode_stage(source: PacketSource, backends: StageBackends, output: Output[Frame],

@@ -31,7 +31,7 @@ async def _run_for(pipeline: Pipeline, seconds: float,
     async def sample() -> None:
         while True:
             for ch in pipeline.channels:
-                occupancy[ch.name].append(len(ch) / ch.capacity)
+                occupancy[ch.name].append(ch.fill())
             await asyncio.sleep(0.05)
 
     async def stop_later() -> None:

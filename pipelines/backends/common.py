@@ -16,7 +16,7 @@ from pipelines.infer.runtime import Runtime
 from pipelines.options import PipelineOptions
 from pipelines.plan import RunPlan
 from pipelines.postprocess.stage import Postprocessor
-from pipelines.preprocess.stage import Preprocessor
+from pipelines.preprocess.preprocessor import Preprocessor
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from pipelines.options import PipelineOptions
 from pipelines.plan import RunPlan
 from pipelines.postprocess.gpu import TorchPostprocessor
 from pipelines.preprocess.cvcuda import CvCudaPreprocessor
-from pipelines.preprocess.stage import Preprocessor
+from pipelines.preprocess.preprocessor import Preprocessor
 from pipelines.preprocess.torch_cuda import TorchPreprocessor
 from pipelines.threads import ThreadPlan, choose_threads
 

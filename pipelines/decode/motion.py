@@ -247,20 +247,27 @@ class MotionGate:
         if motion is not None and motion > self._moved:
             self._moved = motion
 
-    def take(self, pts: float, step: float) -> bool:
-        """Whether the frame at ``pts`` (its interval ``step``) goes to the model."""
-        moved, self._moved = self._moved, 0.0
-        if moved >= MOVING_AREA:
-            self._moving_at = pts
-        if pts - self._moving_at <= MOTION_HOLD_S:
+    def take(self, pts: float, step: float, *, news: bool = True) -> bool | None:
+        """Whether the frame at ``pts`` (its interval ``step``) goes to the model. ``news``
+        False: frames sent to the model may have seen objects that ``watch`` does not know
+        of yet; a frame that nothing else sends is then left undecided (None, nothing
+        changed), to be asked again once their results are in. ``watch`` only grows, so what
+        it says already is what it will say (a file's frames are chosen alike however far its
+        decoder runs ahead: ``FrameSelection``)."""
+        moving_at = pts if self._moved >= MOVING_AREA else self._moving_at
+        if pts - moving_at <= MOTION_HOLD_S:
             reason = "motion"
         elif pts <= self.watch():
             reason = "objects"
         elif self._detected is None or pts - self._detected >= self.heartbeat_s - step / 2:
             reason = "heartbeat"
+        elif not news:
+            return None
         else:
-            self.reasons["idle"] += 1
-            return False
+            reason = "idle"
+        self._moved, self._moving_at = 0.0, moving_at
         self.reasons[reason] += 1
+        if reason == "idle":
+            return False
         self._detected = pts
         return True

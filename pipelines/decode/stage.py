@@ -76,9 +76,8 @@ class PictureDecoder(Protocol):
 
 @dataclass(slots=True)
 class DecodeStep:
-    """What one call into the decoder thread produced: the frames it hands on (chosen there,
-    each carrying the frames before it the model does not see), how long it decoded, the
-    pictures it made and the packets that failed."""
+    """What one call into the decoder thread produced: the frames it hands on (each carrying
+    those before it the model does not see), its decode time, pictures made, packets failed."""
 
     frames: list[Frame] = field(default_factory=list)
     decode_s: float = 0.0  # time in the decoder: waiting for a live source's packets is not work
@@ -137,7 +136,7 @@ class DecodeStage(Stage[int, Frame]):
         self.selection = FrameSelection(
             DetectionPicker(detect_every, detect_fps),
             None if motion is None else MotionGate(motion.heartbeat_s, motion.watch),
-            rider_images)
+            rider_images, waits_for_news=not source.live)
 
     async def next_items(self) -> list[int]:
         """How many frames the next call is to hand on; ChannelClosed once the stream ended,
@@ -150,8 +149,7 @@ class DecodeStage(Stage[int, Frame]):
 
     def process(self, items: list[int]) -> DecodeStep:
         if items[0] == 0:
-            last = self.selection.release()
-            return DecodeStep([] if last is None else [last])
+            return DecodeStep(self.selection.release(self.timeline.step))
         return self._step(items[0])
 
     def work_seconds(self, result: DecodeStep, seconds: float) -> float:
@@ -195,6 +193,10 @@ class DecodeStage(Stage[int, Frame]):
         if self._packets is None:
             self._packets = self.source.packets()
         step = DecodeStep()
+        if self.selection.waiting:  # what it handed on, through to its results; no slot held
+            self.metrics.wait_settled(self.stream_id, self.selection.held,
+                                      lambda: self._stopping or self._ended)
+            step.frames += self.selection.resume(self.timeline.step)
         try:
             for packet in self._packets:
                 captured = time.monotonic()  # the packet is here: a live frame's capture
@@ -205,7 +207,7 @@ class DecodeStage(Stage[int, Frame]):
                 if not self._take(packet, captured, step):
                     return step
                 if len(step.frames) >= wanted or step.made >= MOST_PICTURES_PER_CALL \
-                        or self._limit_reached():
+                        or self.selection.waiting or self._limit_reached():
                     return step
             self._ended = True
             self._count_missing()
@@ -291,8 +293,8 @@ class DecodeStage(Stage[int, Frame]):
             self._count_errors(missing)
 
     def close(self) -> None:
+        self._ended = True  # first: a thread waiting for results stops waiting
         super().close()
-        self._ended = True
         if self.decoder is not None:
             self.decoder.close()
         self.source.close()

@@ -51,7 +51,7 @@ from pipelines.channel import Input, Output
 from pipelines.frame import Batch, Frame
 from pipelines.infer.runtime import Runtime
 from pipelines.metrics import PipelineMetrics
-from pipelines.preprocess.stage import Preprocessor
+from pipelines.preprocess.preprocessor import Preprocessor
 from pipelines.sinks.pictures import KeepsPicture, release
 from pipelines.stage import Stage
 
@@ -244,8 +244,11 @@ class InferStage(Stage[Batch | Frame, Batch | Frame]):
             runtime.close()
         if self._preprocessors is not None:
             self._preprocessors.close()
-            self._preprocessors = None
-            self.metrics.unregister_stage(PREPARE, self.worker.threads)
+
+    def registered(self) -> list[tuple[str, int]]:
+        """Its own stage, and the preparing it records as ``preprocess`` where it prepares."""
+        prepares = [(PREPARE, self.worker.threads)] if self._preprocessors is not None else []
+        return [*super().registered(), *prepares]
 
 
 def _skipped(item: Batch | Frame) -> bool:

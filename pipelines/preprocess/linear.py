@@ -69,7 +69,7 @@ def resize_linear(image: torch.Tensor, width: int, height: int) -> torch.Tensor:
     """(H, W, C) uint8 on any device -> (height, width, C) uint8, equal to
     ``cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)``. Both taps of both
     axes are gathered at once and the arithmetic is done in place: a dozen kernels a picture
-    (the preprocess stage launches them from Python, so their number is its cost)."""
+    (the inference stage's preparing launches them from Python, so their number is its cost)."""
     if image.dtype != torch.uint8 or image.ndim != 3:
         raise ValueError(f"resize_linear takes (H, W, C) uint8, got {tuple(image.shape)} "
                          f"{image.dtype}")

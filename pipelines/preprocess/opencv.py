@@ -28,7 +28,7 @@ class OpenCVPreprocessor:
     """Turns RGB frames into the input tensor ``spec`` describes.
 
     Passive and synchronous: it starts no threads. It keeps one scratch canvas between calls,
-    so one instance serves one thread (the preprocess stage's worker).
+    so one instance serves one thread (an inference worker thread).
     """
 
     def __init__(self, spec: InputSpec) -> None:

@@ -50,7 +50,7 @@ from pipelines.preprocess.reference import OPENCV_FILTERS, normalisation_table
 class TorchPreprocessor:
     """Turns RGB frames (CPU or GPU) into the input tensor ``spec`` describes, on ``device``.
 
-    Passive and synchronous: one instance serves one thread (the preprocess stage's worker),
+    Passive and synchronous: one instance serves one thread (an inference worker thread),
     whose CUDA stream it owns (``stream``, made here unless given).
     """
 

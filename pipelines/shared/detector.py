@@ -33,25 +33,17 @@ from pipelines.backends import StageBackends, open_backends
 from pipelines.channel import Channel, DropPolicy
 from pipelines.classify.model import Classifiers
 from pipelines.decode.stage import PacketSource
-from pipelines.frame import Batch, Frame
 from pipelines.metrics import PipelineMetrics
 from pipelines.options import PipelineOptions
 from pipelines.pipeline import Pipeline
 from pipelines.shadow.live import LiveShadow
-from pipelines.shared.fair import FairChannel
 from pipelines.shared.restarts import RestartBudget
 from pipelines.shared.routing import RoutingSink
 from pipelines.sinks.pictures import PictureKeeper
 from pipelines.sinks.stage import Sink
 from pipelines.sources.url import redact_text
 from pipelines.stage import Stage
-from pipelines.wiring import (
-    account_drop,
-    carry_skipped,
-    counted_channel,
-    decode_stage,
-    detector_stages,
-)
+from pipelines.wiring import counted_channel, decode_stage, detector_stages, frames_channel
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +74,15 @@ class SharedDetector:
         self.reopen = reopen
         self.restarts = restarts or RestartBudget()
         self.on_state = on_state
-        self.inputs: FairChannel[Frame | Batch] = FairChannel(
-            f"{name}/decoded", options.capacity, _stream_of,
-            on_drop=lambda item, cause: account_drop(metrics, item, cause),
-            frames=_frames_of, carry=carry_skipped)
+        self.inputs = frames_channel(metrics, f"{name}/decoded", options.capacity,
+                                     ends_with_streams=False)
+        metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
         self.router = RoutingSink(self.inputs, metrics)
         self.analytics: dict[str, StreamAnalytics] = {}  # the tracked streams
         # the classifiers its streams name, each loaded once, kept across restarts
         self.classifiers = Classifiers()
         self.candidate: LiveShadow | None = None  # a model compared beside it (the API's)
         self.standby: StageBackends | None = None  # the candidate loaded as its runtime
-        metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
         self.pipeline = self._build(backends)
         self.intakes: dict[str, Pipeline] = {}  # each stream's decode stage, into the detector
         self.batches: Counter[int] = Counter()  # this detector's batch sizes
@@ -276,15 +266,3 @@ class SharedDetector:
     def _close_stages(self) -> None:
         self.pipeline.close()
         self.pipeline.forget_metrics()
-
-
-def _frames_of(item: Frame | Batch) -> int:
-    """The frames an item of the detector's queue stands for: its riders too."""
-    frames = [item] if isinstance(item, Frame) else item.frames
-    return sum(1 + len(f.riders) for f in frames)
-
-
-def _stream_of(item: Frame | Batch) -> str:
-    """The stream an item of the detector's queue belongs to (a Frame, or once prepared a
-    Batch of one, as the inference stage drops it)."""
-    return item.stream_id if isinstance(item, Frame) else item.frames[0].stream_id

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from pipelines.channel import DropPolicy, Waiters
@@ -34,7 +34,8 @@ class FairChannel(Generic[T]):
     def __init__(self, name: str, capacity: int, key: Callable[[T], str], *,
                  on_drop: Callable[[T, str], None] | None = None,
                  frames: Callable[[T], int] | None = None,
-                 carry: Callable[[T, T], T | None] | None = None) -> None:
+                 carry: Callable[[T, T], T | None] | None = None,
+                 ends_with_streams: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"channel {name!r}: capacity must be >= 1, got {capacity}")
         self.name = name
@@ -46,6 +47,7 @@ class FairChannel(Generic[T]):
         # ``settled`` count frames, so that each result settles one
         self._frames = frames or (lambda item: 1)
         self._queues: dict[str, deque[tuple[T, float]]] = {}
+        self._queued = 0  # items in all the queues
         self._policies: dict[str, DropPolicy] = {}
         self._capacities: dict[str, int] = {}
         self._open: set[str] = set()  # streams whose producer has not closed its inlet
@@ -54,14 +56,22 @@ class FairChannel(Generic[T]):
         self.taken: Counter[str] = Counter()
         self.settled: Counter[str] = Counter()
         self._closed = False
-        self._waiters = Waiters()
+        # a run's channel (its streams attached before it starts) ends with its last stream;
+        # a shared detector's outlives its streams, until ``close``
+        self._ends_with_streams = ends_with_streams
+        self._readers = Waiters()  # the consumer, waiting for an item (or the end)
+        self._writers = Waiters()  # producers waiting for room in their queue
 
     def __len__(self) -> int:
-        return sum(len(q) for q in self._queues.values())
+        return self._queued
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def fill(self) -> float:
+        """How full its queues are together, 0..1."""
+        return self._queued / max(1, sum(self._capacities.values()))
 
     @property
     def streams(self) -> list[str]:
@@ -84,6 +94,10 @@ class FairChannel(Generic[T]):
         self._order.append(stream)
         return StreamInlet(self, stream)
 
+    def policy(self, stream: str) -> DropPolicy:
+        """``stream``'s drop policy."""
+        return self._policies[stream]
+
     def in_flight(self, stream: str) -> int:
         """Frames of ``stream`` queued, or taken and not yet settled."""
         queued = sum(self._frames(item) for item, _ in self._queues.get(stream, ()))
@@ -93,6 +107,7 @@ class FairChannel(Generic[T]):
         """Forget ``stream`` (its producer is done and nothing of it is in flight); whatever it
         still had queued is dropped as ``dropped_stopped``."""
         queue = self._queues.pop(stream, deque())
+        self._queued -= len(queue)
         for item, _ in queue:
             self._drop(item, "dropped_stopped")
         self._policies.pop(stream, None)
@@ -108,26 +123,42 @@ class FairChannel(Generic[T]):
         self._notify()
 
     async def put(self, stream: str, item: T) -> None:
+        await self.put_many(stream, (item,))
+
+    async def put_many(self, stream: str, items: Sequence[T]) -> None:
+        """``stream``'s items in order, as ``put`` each, the consumer woken once for them
+        (or before waiting for room, for those already in)."""
         queue = self._queues.get(stream)
         if queue is None or stream not in self._open:
             raise ChannelClosed(f"put for stream {stream!r}, which is not attached to "
                                 f"{self.name!r}")
         capacity = self._capacities[stream]
-        if self._policies[stream] == "block":
-            while len(queue) >= capacity and stream in self._open:
-                await self._wait()
-        if len(queue) >= capacity:
-            evicted = queue.popleft()[0]
-            after = queue[0][0] if queue else item  # the next in order: it may carry it
-            left = evicted if self._carry is None else self._carry(evicted, after)
-            if left is not None:
-                self._drop(left, "dropped_full")
-        queue.append((item, time.monotonic()))
-        self._notify()
+        unannounced = False
+        for item in items:
+            if self._policies[stream] == "block" and len(queue) >= capacity:
+                if unannounced:
+                    self._readers.notify()
+                    unannounced = False
+                while len(queue) >= capacity and stream in self._open:
+                    await self._writers.wait()
+            if len(queue) >= capacity:
+                evicted = queue.popleft()[0]
+                self._queued -= 1
+                after = queue[0][0] if queue else item  # the next in order: it may carry it
+                left = evicted if self._carry is None else self._carry(evicted, after)
+                if left is not None:
+                    self._drop(left, "dropped_full")
+            queue.append((item, time.monotonic()))
+            self._queued += 1
+            unannounced = True
+        if unannounced:
+            self._readers.notify()
 
     def close_stream(self, stream: str) -> None:
         """``stream``'s producer is done: no more puts; what it queued is still taken."""
         self._open.discard(stream)
+        if self._ends_with_streams and not self._open:
+            self._closed = True
         self._notify()
 
     async def get_batch(self, max_items: int, timeout_s: float) -> list[tuple[T, float]]:
@@ -138,11 +169,11 @@ class FairChannel(Generic[T]):
         while not len(self):
             if self._closed:
                 raise ChannelClosed(f"channel {self.name!r} is closed and drained")
-            await self._wait()
+            await self._readers.wait()
         batch = self._take(max_items)
         deadline = time.monotonic() + timeout_s
         while len(batch) < max_items and not self._closed:
-            if not await self._waiters.wait_until(deadline):
+            if not await self._readers.wait_until(deadline):
                 break
             batch.extend(self._take(max_items - len(batch)))
         return batch
@@ -163,6 +194,15 @@ class FairChannel(Generic[T]):
         self._open.clear()
         self._notify()
 
+    def abort(self) -> list[T]:
+        """Closed at once, and what was still queued handed back (a run's end)."""
+        self.close()
+        leftovers = [item for queue in self._queues.values() for item, _ in queue]
+        for queue in self._queues.values():
+            queue.clear()
+        self._queued = 0
+        return leftovers
+
     def _take(self, most: int) -> list[tuple[T, float]]:
         """Up to ``most`` items, one per non-empty stream in turn."""
         taken: list[tuple[T, float]] = []
@@ -172,25 +212,25 @@ class FairChannel(Generic[T]):
             queue = self._queues[stream]
             if queue:
                 item, put_at = queue.popleft()
+                self._queued -= 1
                 self.taken[stream] += self._frames(item)
                 taken.append((item, time.monotonic() - put_at))
         if taken:
-            self._notify()  # room in the queues a blocked producer waits on
+            self._writers.notify()  # room in the queues a blocked producer waits on
         return taken
 
     def _drop(self, item: T, cause: str) -> None:
         if self._on_drop is not None:
             self._on_drop(item, cause)
 
-    async def _wait(self) -> None:
-        await self._waiters.wait()
-
     def _notify(self) -> None:
-        self._waiters.notify()
+        """Everyone waiting: a stream or the channel changed."""
+        self._readers.notify()
+        self._writers.notify()
 
 
 class StreamInlet(Generic[T]):
-    """One stream's end of a FairChannel: what its preprocess stage puts into and closes."""
+    """One stream's end of a FairChannel: what its decode stage puts into and closes."""
 
     def __init__(self, channel: FairChannel[T], stream: str) -> None:
         self.channel = channel
@@ -198,6 +238,9 @@ class StreamInlet(Generic[T]):
 
     async def put(self, item: T) -> None:
         await self.channel.put(self.stream, item)
+
+    async def put_many(self, items: Sequence[T]) -> None:
+        await self.channel.put_many(self.stream, items)
 
     def close(self) -> None:
         self.channel.close_stream(self.stream)

@@ -15,7 +15,7 @@ from pipelines.frame import Batch, Frame, Result
 from pipelines.metrics import PipelineMetrics
 from pipelines.shared.fair import FairChannel
 from pipelines.sinks.pictures import PictureKeeper
-from pipelines.sinks.stage import Sink
+from pipelines.sinks.stage import Sink, write_each
 from pipelines.sources.url import redact_text
 
 log = logging.getLogger(__name__)
@@ -33,19 +33,28 @@ class RoutingSink:
         self.observer: Callable[[Result], None] | None = None
 
     def write(self, result: Result) -> None:
-        stream = result.frame.stream_id
-        for sink in self.routes.get(stream, ()):
-            try:
-                sink.write(result)
-            except Exception as e:
-                self._failed(stream, sink, e)
+        self.write_all([result])
+
+    def write_all(self, results: Sequence[Result]) -> None:
+        """Each stream's results of the call to its sinks, at once where a sink takes them
+        so; a sink that fails loses that stream's results of the call, each counted."""
+        by_stream: dict[str, list[Result]] = {}
+        for result in results:
+            by_stream.setdefault(result.frame.stream_id, []).append(result)
+        for stream, own in by_stream.items():
+            for sink in self.routes.get(stream, ()):
+                try:
+                    write_each(sink, own)
+                except Exception as e:
+                    self._failed(stream, sink, e, len(own))
         observer = self.observer
         if observer is not None:
-            observer(result)
+            for result in results:
+                observer(result)
 
-    def _failed(self, stream: str, sink: Sink, error: Exception) -> None:
+    def _failed(self, stream: str, sink: Sink, error: Exception, results: int) -> None:
         kind = type(sink).__name__
-        self._metrics.count_sink_error(stream, kind)
+        self._metrics.count_sink_error(stream, kind, results)
         if (stream, id(sink)) not in self._failing:
             self._failing.add((stream, id(sink)))
             log.error("stream %s: its %s failed, and loses the results it cannot take "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from models.spec import ModelSpec
@@ -88,15 +89,21 @@ class ResultBroadcast(ClosingSink):
         return len(self._subscriptions)
 
     def write(self, result: Result) -> None:
+        self.write_all([result])
+
+    def write_all(self, results: Sequence[Result]) -> None:
+        """The call's lines to the readers, handed to their loop at once (one wake-up)."""
         if not self._subscriptions:  # read without a lock: a reader that just came may miss one
             return
-        line = detection_line(result, self.spec, self.every_line)
-        if line is not None:
-            self._loop.call_soon_threadsafe(self._publish, line)
+        lines = [detection_line(r, self.spec, self.every_line) for r in results]
+        kept = [line for line in lines if line is not None]
+        if kept:
+            self._loop.call_soon_threadsafe(self._publish, kept)
 
-    def _publish(self, line: str) -> None:
+    def _publish(self, lines: list[str]) -> None:
         for subscription in self._subscriptions:
-            subscription.put(line)
+            for line in lines:
+                subscription.put(line)
 
     def close(self, commit: bool = True) -> None:
         """The stream has ended: readers get what is queued, then the end. The end goes

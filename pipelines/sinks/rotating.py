@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from models.spec import ModelSpec
@@ -51,15 +52,34 @@ class RotatingLines:
         self._size = _cut_half_line(self._fd, self.path)
 
     def write_line(self, text: str) -> None:
-        data = (text + "\n").encode()
-        if self._size and self._size + len(data) > self.rotate_bytes:
-            self._rotate()
+        self.write_lines([text])
+
+    def write_lines(self, texts: Sequence[str]) -> None:
+        """Whole lines appended in one write, or one more for each rotation among them: the
+        file rotates before a line that would take it past ``rotate_bytes``, as it would
+        written one by one."""
+        chunk: list[bytes] = []
+        pending = 0
+        for text in texts:
+            data = (text + "\n").encode()
+            if self._size + pending and self._size + pending + len(data) > self.rotate_bytes:
+                self._append(chunk, pending)
+                chunk, pending = [], 0
+                self._rotate()
+            chunk.append(data)
+            pending += len(data)
+        self._append(chunk, pending)
+
+    def _append(self, lines: list[bytes], size: int) -> None:
+        if not lines:
+            return
+        data = b"".join(lines)
         written = os.write(self._fd, data)
-        if written != len(data):  # a full disk: no half line stays behind
+        if written != size:  # a full disk: no half line stays behind
             os.ftruncate(self._fd, self._size)
-            raise OSError(f"{self.path}: wrote {written} of {len(data)} bytes (disk full?)")
+            raise OSError(f"{self.path}: wrote {written} of {size} bytes (disk full?)")
         self._size += written
-        self.lines += 1
+        self.lines += len(lines)
 
     def _rotate(self) -> None:
         os.close(self._fd)
@@ -100,9 +120,11 @@ class RotatingJsonlSink(ClosingSink):
         self.path = self.file.path
 
     def write(self, result: Result) -> None:
-        line = detection_line(result, self.spec, self.every_line)
-        if line is not None:
-            self.file.write_line(line)
+        self.write_all([result])
+
+    def write_all(self, results: Sequence[Result]) -> None:
+        lines = [detection_line(r, self.spec, self.every_line) for r in results]
+        self.file.write_lines([line for line in lines if line is not None])
 
     @property
     def lines(self) -> int:

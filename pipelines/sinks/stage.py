@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Protocol, Self
+from typing import Protocol, Self, runtime_checkable
 
 from models.spec import ModelSpec
 from pipelines.channel import Channel
@@ -31,6 +31,23 @@ class Sink(Protocol):
     def write(self, result: Result) -> None: ...
 
     def close(self, commit: bool = True) -> None: ...
+
+
+@runtime_checkable
+class WritesAtOnce(Protocol):
+    """A sink that takes a call's results in one go: the lines of a call in one write, its
+    readers woken once for them (``write_all`` does what ``write`` on each would)."""
+
+    def write_all(self, results: Sequence[Result]) -> None: ...
+
+
+def write_each(sink: Sink, results: Sequence[Result]) -> None:
+    """The results into ``sink``: at once where it takes them so, else one by one."""
+    if isinstance(sink, WritesAtOnce):
+        sink.write_all(results)
+    else:
+        for result in results:
+            sink.write(result)
 
 
 class ClosingSink:
@@ -63,9 +80,8 @@ class SinkStage(Stage[Result, None]):
         self.emitted: Counter[str] = Counter()
 
     def process(self, items: list[Result]) -> None:
-        for result in items:
-            for sink in self.sinks:
-                sink.write(result)
+        for sink in self.sinks:
+            write_each(sink, items)
 
     def outputs(self, items: list[Result], result: None, seconds: float) -> list[None]:
         self._account(items)
@@ -79,17 +95,20 @@ class SinkStage(Stage[Result, None]):
         now = time.monotonic()
         outcomes: Counter[tuple[str, str]] = Counter()
         boxes: Counter[tuple[str, int]] = Counter()
+        latencies: dict[str, list[float]] = {}
         for result in results:
             frame = result.frame
             stream = frame.stream_id
             if frame.skipped:
                 outcomes[stream, f"skipped_{frame.skipped}"] += 1
             else:
-                self.metrics.observe_latency(stream, now - frame.captured_at)
+                latencies.setdefault(stream, []).append(now - frame.captured_at)
                 outcomes[stream, "processed"] += 1
             if len(result.detections):
                 for class_id in result.detections.class_id.tolist():
                     boxes[stream, class_id] += 1
+        for stream, seconds in latencies.items():
+            self.metrics.observe_latencies(stream, seconds)
         for (stream, outcome), count in outcomes.items():
             self.metrics.frame_outcome(stream, outcome, count)
             self.emitted[stream] += count

@@ -64,9 +64,9 @@ def test_every_device_gets_the_same_stages_and_rules(make):
     pipeline = wire_pipeline([_LiveSource("cam", 12)], make(), FAKE_SPEC, [sink], metrics,
                              PipelineOptions(name="cam"), 4)
     assert [type(s).__name__ for s in pipeline.stages] == [
-        "DecodeStage", "PreprocessStage", "InferStage", "PostprocessStage", "SinkStage"]
-    prepared = next(c for c in pipeline.channels if c.name.endswith("prepared"))
-    assert prepared.name == "cam/prepared" and prepared.policy == "drop_oldest"
+        "DecodeStage", "InferStage", "PostprocessStage", "SinkStage"]
+    decoded = pipeline.channels[0]
+    assert decoded.name == "cam/decoded" and decoded.policy("cam") == "drop_oldest"
     infer = next(s for s in pipeline.stages if isinstance(s, InferStage))
     assert infer.queued == 0  # a camera's batch is taken at the last moment
     asyncio.run(pipeline.run())

@@ -141,3 +141,45 @@ def test_waits_are_measured():
 
     item, waited = run(main())
     assert item == 1 and waited >= 0.04
+
+
+def test_put_many_keeps_order_and_capacity_and_wakes_the_consumer_once_per_call():
+    async def main():
+        ch: Channel[int] = Channel("c", 3)
+        takes = []
+
+        async def consume():
+            while True:
+                try:
+                    takes.append([item for item, _ in await ch.get_batch(10, 0.0)])
+                except ChannelClosed:
+                    return
+
+        consumer = asyncio.create_task(consume())
+        await ch.put_many([0, 1])  # room for both: one take of both
+        await asyncio.sleep(0.01)
+        await ch.put_many([2, 3, 4, 5, 6])  # waits for room twice, never over capacity
+        assert len(ch) <= 3
+        await ch.put_many([])
+        ch.close()
+        await consumer
+        return takes
+
+    takes = run(main())
+    assert [i for take in takes for i in take] == list(range(7))
+    assert takes[0] == [0, 1]
+    assert all(len(take) <= 3 for take in takes)
+
+
+def test_put_many_under_drop_oldest_counts_each_eviction():
+    dropped = []
+
+    async def main():
+        ch: Channel[int] = Channel("c", 2, "drop_oldest",
+                                   on_drop=lambda i, c: dropped.append(i))
+        await ch.put_many([0, 1, 2, 3, 4])
+        ch.close()
+        return [item for item, _ in await ch.get_batch(5, 0.0)]
+
+    assert run(main()) == [3, 4]
+    assert dropped == [0, 1, 2]

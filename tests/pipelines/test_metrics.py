@@ -95,3 +95,40 @@ def test_samples_keep_the_newest_in_order_in_a_fixed_ring():
     assert samples.values(window_s=60).size == 1000
     assert samples.values(window_s=0).size == 0
     assert samples.quantiles([0.5]) == [1999.5]
+
+
+def test_a_calls_observations_at_once_expose_what_one_at_a_time_would():
+    from prometheus_client import Histogram
+
+    from pipelines.series import observe_all
+
+    values = [0.0, 0.0004, 0.0005, 0.0051, 0.3, 7.0, 12.5, 0.0005]
+    exposed = []
+    for many in (False, True):
+        registry = CollectorRegistry()
+        child = Histogram("h_seconds", "h", ["stage"], registry=registry,
+                          buckets=(0.0005, 0.005, 0.5, 10.0)).labels("infer")
+        if many:
+            observe_all(child, values)
+            observe_all(child, [])
+        else:
+            for v in values:
+                child.observe(v)
+        exposed.append([line for line in generate_latest(registry).decode().splitlines()
+                        if not line.startswith("h_seconds_created")])
+    assert exposed[0] == exposed[1]
+    assert 'h_seconds_bucket{le="0.0005",stage="infer"} 4.0' in exposed[1]
+    assert 'h_seconds_count{stage="infer"} 8.0' in exposed[1]
+
+
+def test_samples_added_at_once_are_kept_as_added_one_by_one():
+    from pipelines.samples import Samples
+
+    one, many = Samples(maxlen=100), Samples(maxlen=100)
+    for start in range(0, 300, 30):
+        chunk = [float(v) for v in range(start, start + 30)]
+        for v in chunk:
+            one.add(v)
+        many.add_many(chunk)
+    assert many.values().tolist() == one.values().tolist() == [float(v) for v in range(200, 300)]
+    assert (many.count, many.total) == (one.count, one.total)

@@ -60,6 +60,50 @@ def test_the_gate_detects_on_motion_objects_and_heartbeats_and_skips_the_rest():
     assert gate.reasons == {"motion": 11, "objects": 7, "heartbeat": 2, "idle": 40}
 
 
+def test_a_files_frames_wait_for_the_news_of_those_sent_and_are_chosen_as_with_it():
+    """A frame the gate would skip while frames sent to the model have no result yet waits,
+    and the frames after it with it; once the results are in it is chosen with them: the
+    choice is what results known at once give, however late they come."""
+    from pipelines.decode.picker import DetectionPicker
+    from pipelines.decode.selection import FrameSelection
+    from pipelines.sinks.pictures import keep_none
+
+    step = 0.125  # 8 fps; an object stands in view on frames 0-23, moving on 0-1 only
+
+    def choose(results_late: bool) -> list[tuple[int, str | None]]:
+        seen_until = [float("-inf")]
+        selection = FrameSelection(DetectionPicker(), MotionGate(2.0, lambda: seen_until[0]),
+                                   keep_none, waits_for_news=results_late)
+        out, unread = [], []
+
+        def results_in(frames: list[Frame]) -> None:  # the tracker's news of them
+            for f in frames:
+                if not f.skipped and f.index < 24:
+                    seen_until[0] = f.pts + 1.0
+
+        for k in range(48):
+            chosen = selection.select(Frame("cam", k, k * step, 0.0, None),
+                                      0.01 if k < 2 else 0.0, step)
+            if not results_late:
+                results_in(chosen)
+            else:  # results only once the selection waits for them
+                unread += chosen
+                if selection.waiting:
+                    assert selection.held >= 1
+                    results_in(unread)
+                    resumed = selection.resume(step)
+                    unread = resumed
+                    chosen = chosen + resumed
+            out += [(r.index, r.skipped) for f in chosen for r in f.with_riders()]
+        out += [(r.index, r.skipped) for f in selection.release(step) for r in f.with_riders()]
+        return out
+
+    late, at_once = choose(True), choose(False)
+    assert [i for i, _ in late] == list(range(48))
+    assert late == at_once
+    assert at_once[23] == (23, None) and at_once[40][1] == "idle"  # the object's, then none
+
+
 def frame(stream: str, index: int, skipped: bool = False) -> Frame:
     return Frame(stream, index, index / 30, 0.0, None, skipped="idle" if skipped else None)
 

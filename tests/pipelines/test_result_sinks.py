@@ -89,3 +89,44 @@ def test_a_slow_reader_loses_its_oldest_lines_and_is_told_how_many():
     assert [(json.loads(line)["frame"], lost) for line, lost in got] == [(7, 6), (8, 0), (9, 0),
                                                                        (10, 0)]
     assert end == [None]
+
+
+def test_a_calls_lines_at_once_are_the_same_files_in_one_write_per_file(tmp_path, monkeypatch):
+    import pipelines.sinks.rotating as rotating
+
+    one = RotatingJsonlSink(tmp_path / "one", FAKE_SPEC, rotate_bytes=1000)
+    for i in range(100):
+        one.write(_result(i))
+    one.close()
+    writes = []
+    real_write = rotating.os.write
+    monkeypatch.setattr(rotating.os, "write",
+                        lambda fd, data: writes.append(data) or real_write(fd, data))
+    many = RotatingJsonlSink(tmp_path / "many", FAKE_SPEC, rotate_bytes=1000)
+    for start in range(0, 100, 16):
+        many.write_all([_result(i) for i in range(start, min(start + 16, 100))])
+    many.close()
+    ones, manys = result_files(tmp_path / "one"), result_files(tmp_path / "many")
+    assert [p.name for p in ones] == [p.name for p in manys]
+    assert [p.read_bytes() for p in ones] == [p.read_bytes() for p in manys]
+    assert many.lines == 100 and many.rotations == one.rotations
+    # a call's lines in one write, or one more for a rotation among them (not at its end)
+    assert 7 <= len(writes) <= 7 + many.rotations < 100
+    assert all(w.endswith(b"\n") for w in writes)
+
+
+def test_a_calls_lines_reach_a_reader_in_order_with_one_wake_up():
+    async def main() -> list:
+        live = ResultBroadcast(FAKE_SPEC, backlog=64)
+        reader = live.subscribe()
+        loop = asyncio.get_running_loop()
+        scheduled = []
+        real = loop.call_soon_threadsafe
+        loop.call_soon_threadsafe = lambda *a: scheduled.append(a) or real(*a)  # type: ignore
+        await asyncio.to_thread(live.write_all, [_result(i) for i in range(5)])
+        await asyncio.sleep(0)
+        got = [await reader.next(1.0) for _ in range(5)]
+        assert [a[0] for a in scheduled].count(live._publish) == 1
+        return got
+
+    assert [json.loads(line)["frame"] for line, _ in asyncio.run(main())] == list(range(5))
