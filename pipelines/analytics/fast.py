@@ -58,6 +58,8 @@ class FastLinker:
         """The ids of the boxes given (those the tracker left without one, at ``pts``): a
         confirmed chain's, or -1."""
         self.confirmed = {}
+        if not len(xyxy) and not self._chains:  # nothing seen, nothing to follow
+            return np.full(0, -1, np.int64)
         chains = [c for c in self._chains if pts - c.times[-1] <= MAX_GAP_S]
         ids = np.full(len(xyxy), -1, np.int64)
         free = np.ones(len(xyxy), bool)

@@ -159,7 +159,8 @@ class StreamAnalytics:
         frame: Frame = result.frame
         now = self.now(frame)
         d = result.detections
-        self.heatmap.add(anchors(d.xyxy[d.track_id >= 0], "bottom_center"))
+        if len(d):  # an empty frame adds nothing to the heatmap
+            self.heatmap.add(anchors(d.xyxy[d.track_id >= 0], "bottom_center"))
         answers = self.attributes.of(d.track_id) if self.attributes is not None else {}
         events: list[dict[str, Any]] = []
         for line in self.lines:

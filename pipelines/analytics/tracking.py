@@ -153,7 +153,7 @@ class StreamTracker:
         box's class, score and track; a pair whose later box has no confirmed track keeps
         the earlier one's)."""
         after = self.last
-        if before is None or after is None:
+        if before is None or after is None or not times:
             return [Detections.empty() for _ in times]
         old, new = _pairs(before.detections, after.detections)
         a, b = before.detections, after.detections
