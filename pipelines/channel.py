@@ -42,6 +42,16 @@ class Output(Protocol[T_in]):
     def close(self) -> None: ...
 
 
+def evict_oldest(queue: deque[tuple[T, float]], item: T,
+                 carry: Callable[[T, T], T | None] | None) -> T | None:
+    """The oldest of a full queue taken out to make room for ``item``; returns what is left
+    of it to drop (None: nothing), ``carry`` handing on what it can with the next in order
+    (the next queued, or ``item``)."""
+    evicted = queue.popleft()[0]
+    after = queue[0][0] if queue else item
+    return evicted if carry is None else carry(evicted, after)
+
+
 class Waiters:
     """Tasks waiting for a queue to change. Every waiter re-checks its own condition after a
     wake-up; one event per waiter keeps wake-ups synchronous (``notify`` needs no running
@@ -136,7 +146,9 @@ class Channel(Generic[T]):
             if self.closed:
                 raise ChannelClosed(f"put on closed channel {self.name!r}")
             if len(self._items) >= self.capacity:  # drop_oldest
-                self._evict(item)
+                left = evict_oldest(self._items, item, self._carry)
+                if left is not None:
+                    self.drop(left, "dropped_full")
             self._items.append((item, time.monotonic()))
             unannounced = True
         if unannounced:
@@ -144,13 +156,6 @@ class Channel(Generic[T]):
 
     def _full(self) -> bool:
         return len(self._items) >= self.capacity and not self.closed
-
-    def _evict(self, item: T) -> None:
-        evicted = self._items.popleft()[0]
-        after = self._items[0][0] if self._items else item  # the next in order: it may carry it
-        left = evicted if self._carry is None else self._carry(evicted, after)
-        if left is not None:
-            self.drop(left, "dropped_full")
 
     async def get(self) -> T:
         """The oldest item; waits for one. Raises ChannelClosed once closed and drained."""

@@ -155,10 +155,6 @@ class PipelineMetrics(AnalyticsMetrics):
         self._stage_by(stage).observe(seconds)
         self.stage_work[stage].add(seconds)
 
-    def observe_wait(self, stage: str, seconds: float) -> None:
-        self._wait_by(stage).observe(seconds)
-        self.stage_waits[stage].add(seconds)
-
     def observe_waits(self, stage: str, seconds: Sequence[float]) -> None:
         """The waits of a call's items, observed together."""
         observe_all(self._wait_by(stage), seconds)
@@ -175,10 +171,6 @@ class PipelineMetrics(AnalyticsMetrics):
         with self._lock:
             self.outcomes[stream][outcome] += count
             self._lock.notify_all()
-
-    def observe_latency(self, stream: str, seconds: float) -> None:
-        self._latency_by(stream).observe(seconds)
-        self.latency[stream].add(seconds)
 
     def observe_latencies(self, stream: str, seconds: Sequence[float]) -> None:
         """The latencies of a call's frames of one stream, observed together."""

@@ -39,7 +39,9 @@ def observe_all(histogram: Any, values: Sequence[float]) -> None:
     once for them all (each increment takes the child's lock). Reads the child's bounds and
     values, prometheus_client's own (the version is pinned; tests/pipelines/test_metrics.py
     compares the exposition with ``observe``'s)."""
-    if not values:
+    if len(values) < 2:  # one value: ``observe`` is the cheaper
+        for value in values:
+            histogram.observe(value)
         return
     histogram._raise_if_not_observable()
     bounds = histogram._upper_bounds  # ends with +Inf: every value finds its bucket

@@ -14,10 +14,9 @@ from pipelines.metrics import PipelineMetrics
 from pipelines.pipeline import Pipeline
 
 F = TypeVar("F", bound=Callable[..., Any])
-RECORDING = ("observe_stage", "observe_wait", "observe_waits", "frame_received",
-             "frame_outcome", "observe_latency", "observe_latencies", "observe_batch",
-             "count_detections", "count_gap", "count_line_crossing", "count_zone_event",
-             "set_zone_occupancy")
+RECORDING = ("observe_stage", "observe_waits", "frame_received", "frame_outcome",
+             "observe_latencies", "observe_batch", "count_detections", "count_gap",
+             "count_line_crossing", "count_zone_event", "set_zone_occupancy")
 
 
 class Stopwatch:

@@ -60,7 +60,7 @@ class FrameSelection:
         chosen = self._rule(first, step)
         assert chosen is not None, "with every result in, the gate decides"
         for frame, motion in rest:
-            chosen += self.select(frame, motion, step) or []
+            chosen += self.select(frame, motion, step)
         return chosen
 
     @property

@@ -20,6 +20,7 @@ meanwhile, are served again. Only when the budget is spent does the detector fai
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import Counter
@@ -43,7 +44,13 @@ from pipelines.sinks.pictures import PictureKeeper
 from pipelines.sinks.stage import Sink
 from pipelines.sources.url import redact_text
 from pipelines.stage import Stage
-from pipelines.wiring import counted_channel, decode_stage, detector_stages, frames_channel
+from pipelines.wiring import (
+    counted_channel,
+    decode_stage,
+    detector_stages,
+    frames_channel,
+    settle,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +84,7 @@ class SharedDetector:
         self.inputs = frames_channel(metrics, f"{name}/decoded", options.capacity,
                                      ends_with_streams=False)
         metrics.register_channel(self.inputs.name, self.inputs.capacity, self.inputs.__len__)
-        self.router = RoutingSink(self.inputs, metrics)
+        self.router = RoutingSink(metrics)
         self.analytics: dict[str, StreamAnalytics] = {}  # the tracked streams
         # the classifiers its streams name, each loaded once, kept across restarts
         self.classifiers = Classifiers()
@@ -103,7 +110,8 @@ class SharedDetector:
         calls = backends.plan.threads.infer_workers
         stages = detector_stages(self.inputs, backends, self.spec, self.metrics, self.options,
                                  channel=channel, sinks=[self.router],
-                                 on_written=self.router.settle, batch_size=self.batch_size,
+                                 on_written=functools.partial(settle, self.inputs),
+                                 batch_size=self.batch_size,
                                  infer_calls=CALLS_PER_PLANNED * calls,
                                  postprocess_calls=calls, analytics=self.analytics,
                                  keep_images=True, prepare=True, on_batch=self._count_batch,

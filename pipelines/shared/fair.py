@@ -20,7 +20,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from pipelines.channel import DropPolicy, Waiters
+from pipelines.channel import DropPolicy, Waiters, evict_oldest
 from pipelines.errors import ChannelClosed
 
 T = TypeVar("T")
@@ -142,10 +142,8 @@ class FairChannel(Generic[T]):
                 while len(queue) >= capacity and stream in self._open:
                     await self._writers.wait()
             if len(queue) >= capacity:
-                evicted = queue.popleft()[0]
                 self._queued -= 1
-                after = queue[0][0] if queue else item  # the next in order: it may carry it
-                left = evicted if self._carry is None else self._carry(evicted, after)
+                left = evict_oldest(queue, item, self._carry)
                 if left is not None:
                     self._drop(left, "dropped_full")
             queue.append((item, time.monotonic()))

@@ -1,9 +1,9 @@
 """RoutingSink: a shared detector's one sink, handing each result to its stream's sinks.
 
 A stream's sink that fails (a full disk under its results file) costs that sink of that
-stream the result, logged once and counted in ``vidpipe_sink_errors_total``: never the other
-streams, nor the detector. Each written result settles its frame in the FairChannel
-(``settle``, the sink stage's ``on_written``).
+stream the call's results, logged once and each counted in ``vidpipe_sink_errors_total``:
+never the other streams, nor the detector. Each written result settles its frame in the
+FairChannel (``wiring.settle``, the sink stage's ``on_written``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from pipelines.frame import Batch, Frame, Result
+from pipelines.frame import Frame, Result
 from pipelines.metrics import PipelineMetrics
-from pipelines.shared.fair import FairChannel
 from pipelines.sinks.pictures import PictureKeeper
 from pipelines.sinks.stage import Sink, write_each
 from pipelines.sources.url import redact_text
@@ -22,8 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class RoutingSink:
-    def __init__(self, inputs: FairChannel[Frame | Batch], metrics: PipelineMetrics) -> None:
-        self._inputs = inputs
+    def __init__(self, metrics: PipelineMetrics) -> None:
         self._metrics = metrics
         self.routes: dict[str, list[Sink]] = {}
         self._failing: set[tuple[str, int]] = set()  # (stream, id(sink)) logged already
@@ -70,10 +68,6 @@ class RoutingSink:
         self.routes.pop(stream, None)
         self.keepers.pop(stream, None)
         self._failing = {f for f in self._failing if f[0] != stream}
-
-    def settle(self, results: Sequence[Result]) -> None:
-        for result in results:
-            self._inputs.settle(result.frame.stream_id)
 
     def close(self, commit: bool = True) -> None:
         """The streams' sinks belong to whoever attached them."""
