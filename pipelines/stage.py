@@ -4,9 +4,10 @@ drives every stage.
 A stage says what one call does (``process``, on its own Worker thread), what it takes
 (``next_items``: from its input channel by default) and what it hands on (``outputs``); the
 runner takes, calls, hands on in the order taken, records the metrics and closes the output
-when the input ends. The event loop only moves items between channels, so stages overlap on
-separate cores (FFmpeg, OpenCV and ONNX Runtime release the GIL), and one thread per stage
-keeps a CUDA context and stream with the thread that uses them.
+when the input ends. Stages overlap on separate cores where their work releases the GIL
+(FFmpeg, OpenCV, ONNX Runtime), and one thread per stage keeps a CUDA context and stream with
+the thread that uses them. Work that holds the interpreter gains nothing from a thread of
+its own: a host stage's light calls run on the event loop instead (``Stage.light``).
 """
 
 from __future__ import annotations
@@ -15,47 +16,25 @@ import abc
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from typing import Any, Generic, Self, TypeVar
 
 from pipelines.channel import Channel, Input, Output
 from pipelines.errors import ChannelClosed
 from pipelines.metrics import PipelineMetrics
+from pipelines.worker import Worker
 
-R = TypeVar("R")
 In = TypeVar("In")
 Out = TypeVar("Out")
-Call = asyncio.Future[tuple[Any, float]]  # a call on a worker: its result, seconds it took
-
-
-class Worker:
-    """The thread (or ``threads`` threads) that runs a stage's calls, and times them. One
-    thread runs one call at a time; with more, as many calls run at once."""
-
-    def __init__(self, name: str, threads: int = 1) -> None:
-        if threads < 1:
-            raise ValueError(f"worker threads must be >= 1, got {threads}")
-        self.name = name
-        self.threads = threads
-        self._executor = ThreadPoolExecutor(max_workers=threads,
-                                            thread_name_prefix=f"vidpipe-{name}")
-
-    def start(self, fn: Callable[..., R], *args: object) -> asyncio.Future[tuple[R, float]]:
-        """``fn(*args)`` started on the worker thread: a future of the event loop (no task
-        of its own) of its result and the seconds it took there (the time on the thread, not
-        counting the hand-over)."""
-        return asyncio.get_running_loop().run_in_executor(self._executor, _timed, fn, args)
-
-    def close(self) -> None:
-        """Wait for the call in progress, if any, then end the thread. Idempotent."""
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
-
-def _timed(fn: Callable[..., R], args: tuple[object, ...]) -> tuple[R, float]:
-    start = time.perf_counter()
-    result = fn(*args)
-    return result, time.perf_counter() - start
+# a call: its result, the seconds it took and the CPU seconds of the thread that ran it
+Call = asyncio.Future[tuple[Any, float, float]]
+# A call whose work (the CPU time of its thread) is under this runs on the event loop, where
+# its stage allows it: handing it to a thread and back cost more than the call itself, since
+# threads that want the interpreter at once only take turns at it (docs/BENCHMARKS.md).
+LIGHT_CALL_S = 0.0005
+COST_WEIGHT = 0.25  # the weight of the latest call in a stage's running cost per call
+# a call taken: its items, the call, and whether its cost is weighed (not ``inline``'s)
+Started = tuple[list[Any], Call, bool]
 
 
 class Stage(abc.ABC, Generic[In, Out]):
@@ -69,12 +48,15 @@ class Stage(abc.ABC, Generic[In, Out]):
     is free once its result is in, so the next call starts while its outputs are handed on
     (the worker need not wait for the event loop); without it, only once they all are.
     A list of ``outputs`` is put at once (``put_many``: the next stage woken once for the
-    call); a generator's outputs are put one by one, each made just before it is put."""
+    call); a generator's outputs are put one by one, each made just before it is put.
+    With ``light_here`` (host work that never waits on a device or the network) a call runs
+    on the event loop while the stage's calls are light (``light``)."""
 
     def __init__(self, name: str, metrics: PipelineMetrics, *, input: Input[In] | None,
                  output: Output[Out] | None, worker_name: str | None = None,
                  threads: int = 1, take_at_once: int = 1, take_timeout_s: float = 0.0,
-                 calls_at_once: int = 1, call_ahead: bool = False) -> None:
+                 calls_at_once: int = 1, call_ahead: bool = False,
+                 light_here: bool = False) -> None:
         if take_at_once < 1:
             raise ValueError(f"items per call must be >= 1, got {take_at_once}")
         if calls_at_once < 1:
@@ -89,6 +71,9 @@ class Stage(abc.ABC, Generic[In, Out]):
         self.call_ahead = call_ahead
         self.worker = Worker(worker_name or name, threads)
         self.calls_on_worker = 0  # started on the worker and not yet returned (run_stage's count)
+        self.light_here = light_here
+        self.cost_s: float | None = None  # CPU seconds per call, recent calls weighed most
+        self.cpu_here_s = 0.0  # CPU seconds of the calls run on the event loop
         self._stopping = False
         metrics.register_stage(name, threads)  # busy fractions are per thread
 
@@ -115,6 +100,19 @@ class Stage(abc.ABC, Generic[In, Out]):
         on the event loop rather than paying a thread hand-over; only ever while none of the
         stage's calls is on its worker. None is, by default."""
         return False
+
+    def light(self, items: list[In]) -> bool:
+        """Whether its calls run on the event loop, as each is cheaper there than a thread
+        hand-over: where the stage allows it (``light_here``) and its recent calls took less
+        than ``LIGHT_CALL_S`` of CPU (the first is measured on the worker; a call grown
+        heavier sends the next ones back to it). Only ever while none of its calls is on the
+        worker."""
+        return self.light_here and self.cost_s is not None and self.cost_s < LIGHT_CALL_S
+
+    def note_cost(self, cpu_s: float) -> None:
+        """A call's CPU seconds (not ``inline``'s passing ones) into ``cost_s``."""
+        self.cost_s = cpu_s if self.cost_s is None else \
+            self.cost_s + COST_WEIGHT * (cpu_s - self.cost_s)
 
     @abc.abstractmethod
     def process(self, items: list[In]) -> Any:
@@ -154,8 +152,7 @@ async def run_stage(stage: Stage[Any, Any]) -> None:
     that no finished call waits for the next take. A stage's failure is raised as its own
     error; every call never handed on is cancelled and its outcome collected."""
     slots = asyncio.Semaphore(stage.calls_at_once)
-    calls: Channel[tuple[list[Any], Call]] = Channel(f"{stage.name}/calls",
-                                                    stage.calls_at_once)
+    calls: Channel[Started] = Channel(f"{stage.name}/calls", stage.calls_at_once)
     try:
         async with asyncio.TaskGroup() as group:
             group.create_task(_hand_on_in_order(stage, calls, slots))
@@ -166,7 +163,7 @@ async def run_stage(stage: Stage[Any, Any]) -> None:
     except BaseExceptionGroup as e:  # one of the two tasks failed: its error is the stage's
         raise e.exceptions[0] from None
     finally:
-        left = [call for _, call in calls.abort()]
+        left = [call for _, call, _ in calls.abort()]
         for call in left:
             call.cancel()
         if left:  # the stage fails with the first error; later ones are only collected
@@ -175,7 +172,7 @@ async def run_stage(stage: Stage[Any, Any]) -> None:
             stage.output.close()
 
 
-async def _finished(call: Call) -> tuple[Any, float]:
+async def _finished(call: Call) -> tuple[Any, float, float]:
     """The call's outcome once its thread is done, however often the waiting is cancelled."""
     while True:
         try:
@@ -199,17 +196,22 @@ def _returned(stage: Stage[Any, Any]) -> None:
 
 
 def _call_here(stage: Stage[Any, Any], items: list[Any]) -> Call:
-    """The call run on the event loop, as a finished future (its error included)."""
+    """The call run on the event loop, as a finished future (its error included); its CPU
+    time counted in the stage's ``cpu_here_s``."""
     call: Call = asyncio.get_running_loop().create_future()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.thread_time()
     try:
-        call.set_result((stage.process(items), time.perf_counter() - start))
+        result = stage.process(items)
     except Exception as e:
         call.set_exception(e)
+    else:
+        cpu = time.thread_time() - cpu
+        call.set_result((result, time.perf_counter() - start, cpu))
+        stage.cpu_here_s += cpu
     return call
 
 
-async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],
+async def _take_and_start(stage: Stage[Any, Any], calls: Channel[Started],
                           slots: asyncio.Semaphore) -> None:
     while True:
         await slots.acquire()
@@ -220,9 +222,11 @@ async def _take_and_start(stage: Stage[Any, Any], calls: Channel[tuple[list[Any]
         if not items:
             slots.release()
             continue
-        here = stage.calls_on_worker == 0 and stage.inline(items)  # nothing on it to race
+        passing = stage.inline(items)
+        # nothing on the worker to race
+        here = stage.calls_on_worker == 0 and (passing or stage.light(items))
         await calls.put((items, _call_here(stage, items) if here
-                         else _start_on_worker(stage, items)))
+                         else _start_on_worker(stage, items), not passing))
 
 
 async def _put(stage: Stage[Any, Any], outputs: Iterable[Any]) -> None:
@@ -242,11 +246,11 @@ def _output_of(stage: Stage[Any, Any], item: Any) -> Output[Any]:
     return stage.output
 
 
-async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[tuple[list[Any], Call]],
+async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[Started],
                             slots: asyncio.Semaphore) -> None:
     while True:
         try:
-            items, call = await calls.get()
+            items, call, weighed = await calls.get()
         except ChannelClosed:
             return
         if stage.output is None:
@@ -254,14 +258,16 @@ async def _hand_on_in_order(stage: Stage[Any, Any], calls: Channel[tuple[list[An
             # under way when the pipeline is cancelled runs to its end on its thread anyway,
             # so it is waited for and its outcome counted, once; then the cancel goes on.
             try:
-                result, seconds = await asyncio.shield(call)
+                result, seconds, cpu = await asyncio.shield(call)
             except asyncio.CancelledError:
                 with contextlib.suppress(Exception):  # a failed call counted nothing
-                    result, seconds = await _finished(call)
+                    result, seconds, _ = await _finished(call)
                     stage.outputs(items, result, seconds)
                 raise
         else:
-            result, seconds = await call
+            result, seconds, cpu = await call
+        if weighed:
+            stage.note_cost(cpu)
         if stage.call_ahead:
             slots.release()
         work = stage.work_seconds(result, seconds)

@@ -1,7 +1,8 @@
 """AnalyticsStage: between postprocess and the sinks, each stream's tracker, classifiers,
 lines and zones.
 
-One thread, one call at a time, so every stream's results are tracked in frame order; a
+One call at a time (on its thread, or a light one on the event loop), so every stream's
+results are tracked in frame order; a
 stream without analytics passes through untouched. ``streams`` may change while it runs (the
 service attaches and detaches streams, and replaces their lines and zones): it is read once
 per result, on the event loop's side of the hand-over. Its time per call is the ``analytics``
@@ -28,7 +29,7 @@ class AnalyticsStage(Stage[Result, Result]):
                  keep_images: bool = False, classifiers: Classifiers | None = None,
                  tap: Tap | None = None) -> None:
         super().__init__("analytics", metrics, input=input, output=output,
-                         take_at_once=TAKE_AT_ONCE)
+                         take_at_once=TAKE_AT_ONCE, light_here=classifiers is None)
         self.streams = streams
         self.keep_images = keep_images
         self.classifiers = classifiers  # owned: closed with the stage
@@ -43,6 +44,12 @@ class AnalyticsStage(Stage[Result, Result]):
         """Skipped frames only, none with riders whose pictures a sink wants: no tracker
         call, their lines and zones only counted."""
         return all(r.frame.skipped and not (self.keep_images and r.frame.riders) for r in items)
+
+    def light(self, items: list[Result]) -> bool:
+        """Light calls run on the event loop (``Stage.light``), but never with a classifier
+        (a model's call) or a rider's picture to move off a GPU (a wait for the device)."""
+        return super().light(items) and not (self.keep_images and any(
+            on_device(r.image) for result in items for r in result.frame.riders))
 
     def process(self, items: list[Result]) -> list[Result]:
         """Tracked, then classified (every stream's crops of the call in one batch per

@@ -209,6 +209,7 @@ class TorchPostprocessor:
     inference's CUDA events, is handed back as the ``infer`` stage's work time."""
 
     concurrent = False  # one CUDA stream of its own
+    on_host = False
 
     def __init__(self, spec: ModelSpec, device: torch.device) -> None:
         self.spec = spec

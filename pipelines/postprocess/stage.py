@@ -30,9 +30,11 @@ class Decoded:
     passed: bool = False  # a frame the model did not see: nothing decoded
 
 class Postprocessor(Protocol):
-    """``concurrent``: ``decode`` may run on several threads at once (no state of its own)."""
+    """``concurrent``: ``decode`` may run on several threads at once (no state of its own);
+    ``on_host``: it works on the host alone, never waiting for a device."""
 
     concurrent: bool
+    on_host: bool
 
     def decode(self, batch: Batch, keep_images: bool) -> Decoded: ...
 
@@ -43,6 +45,7 @@ class HostPostprocessor:
     """numpy box decoding and NMS for outputs on the host."""
 
     concurrent = True  # pure functions of the batch
+    on_host = True
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
@@ -66,7 +69,8 @@ class PostprocessStage(Stage[Batch | Frame, Result]):
     image is released here so that results waiting for a slow sink hold no frame memory.
     With ``calls_at_once`` > 1 and a ``concurrent`` postprocessor, that many batches are decoded at
     once (results still leave in order): a shared detector's one postprocess thread was its
-    bottleneck at 16 streams, behind several inference calls at once.
+    bottleneck at 16 streams, behind several inference calls at once. A host postprocessor's
+    light calls (a batch with few candidate boxes) run on the event loop (``Stage.light``).
     """
 
     def __init__(self, postprocessor: Postprocessor, input: Channel[Batch | Frame],
@@ -74,7 +78,8 @@ class PostprocessStage(Stage[Batch | Frame, Result]):
                  keep_images: bool = False, calls_at_once: int = 1) -> None:
         calls = calls_at_once if postprocessor.concurrent else 1
         super().__init__("postprocess", metrics, input=input, output=output, threads=calls,
-                         calls_at_once=calls, call_ahead=True)
+                         calls_at_once=calls, call_ahead=True,
+                         light_here=postprocessor.on_host)
         self.postprocessor = postprocessor
         self.keep_images = keep_images
 

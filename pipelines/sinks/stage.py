@@ -65,15 +65,18 @@ class ClosingSink:
 
 
 class SinkStage(Stage[Result, None]):
-    """Whatever results are waiting (up to TAKE_AT_ONCE) in one call to the worker: a write
-    is often cheaper than the hand-over to the thread."""
+    """Whatever results are waiting (up to TAKE_AT_ONCE) in one call: on the event loop
+    while the calls are light (``Stage.light``: a write is often cheaper than the hand-over
+    to the thread), else on the worker. A sink's write never waits on the network: the
+    outputs that send queue what they send."""
 
     def __init__(self, sinks: Sequence[Sink], spec: ModelSpec, input: Channel[Result],
                  metrics: PipelineMetrics, *,
                  on_written: Callable[[list[Result]], None] | None = None) -> None:
         """``on_written`` hears each call's results once they are written and counted, on
         the event loop, in order (a shared detector settles their frames)."""
-        super().__init__("sink", metrics, input=input, output=None, take_at_once=TAKE_AT_ONCE)
+        super().__init__("sink", metrics, input=input, output=None, take_at_once=TAKE_AT_ONCE,
+                         light_here=True)
         self.sinks = list(sinks)
         self.spec = spec
         self.on_written = on_written
