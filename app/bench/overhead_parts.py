@@ -14,8 +14,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from models.spec import ModelSpec
+from pipelines.decode.picture import DecodedPicture
 from pipelines.decode.pyav import PyAVDecoder, ScaleTo
-from pipelines.frame import DecodedPicture
 from pipelines.sources.file import FileSource
 
 CLOCK_THREAD = "overhead-clock"

@@ -124,7 +124,7 @@ class StreamAnalytics:
         """The tracker's step: the result's riders with its boxes, the result with its
         tracks; counted by ``count`` (the classifiers answer in between)."""
         if result.frame.skipped:
-            frame = dataclasses.replace(result.frame, riders=[])
+            frame = result.frame.without_riders()
             return Tracked([_unseen(r) for r in result.frame.riders],
                            Result(frame, Detections.empty(), frame.timings), None)
         before = self.tracker.last
@@ -135,7 +135,7 @@ class StreamAnalytics:
         predicted = [_unseen(r) if r.skipped else
                      Result(r, next(between), r.timings, predicted=True) for r in riders]
         self.predicted += len(filled)
-        frame = dataclasses.replace(result.frame, riders=[])
+        frame = result.frame.without_riders()
         if len(tracked) and frame.pts is not None:
             self.watch_until = frame.pts + self._watch_s
         return Tracked(predicted, dataclasses.replace(result, frame=frame, detections=tracked),

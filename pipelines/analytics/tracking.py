@@ -119,6 +119,10 @@ class StreamTracker:
         self.last: Observed | None = None  # the last detected frame
         # the library skips a frame whose time is not later than the last one's
         self._clock = Timeline(fps)
+        self._nothing = self._sv.Detections(xyxy=np.zeros((0, 4), np.float32),
+                                            confidence=np.zeros(0, np.float32),
+                                            class_id=np.zeros(0, np.int32),
+                                            data={"index": np.zeros(0, np.int64)})
 
     def update(self, detections: Detections, pts: float | None) -> Detections:
         """The frame's boxes, in their order, with ``track_id`` filled (-1: no confirmed
@@ -128,9 +132,11 @@ class StreamTracker:
         n = len(detections)
         kept = np.arange(n) if not self.settings.duplicate_iou else \
             _one_per_object(detections, self.settings.duplicate_iou)
-        given = self._sv.Detections(xyxy=detections.xyxy[kept].astype(np.float32).reshape(-1, 4),
-                                    confidence=detections.score[kept],
-                                    class_id=detections.class_id[kept], data={"index": kept})
+        # an empty frame's input is one made once (the library only reads what it is given)
+        given = self._nothing if n == 0 else self._sv.Detections(
+            xyxy=detections.xyxy[kept].astype(np.float32).reshape(-1, 4),
+            confidence=detections.score[kept], class_id=detections.class_id[kept],
+            data={"index": kept})
         tracked = self._tracker.update(given, timestamp=pts)
         ids = np.full(n, -1, np.int32)
         if len(tracked):
@@ -143,7 +149,9 @@ class StreamTracker:
             names = self._stitch.rename(ids, detections.xyxy, detections.class_id, pts)
             self.confirmed = {int(names[ids == t][0]): b for t, b in self.confirmed.items()}
             ids = names
-        out = Detections(detections.xyxy, detections.score, detections.class_id, ids)
+        # no box, no name to fill in: the frame's own (empty) boxes
+        out = detections if n == 0 else \
+            Detections(detections.xyxy, detections.score, detections.class_id, ids)
         self.last = Observed(out, pts)
         return out
 

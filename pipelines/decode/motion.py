@@ -36,7 +36,8 @@ import cv2
 import numpy as np
 
 from pipelines.analytics.config import MaskConfig, MotionMode
-from pipelines.frame import DecodedPicture, host_array, is_tensor
+from pipelines.decode.picture import DecodedPicture
+from pipelines.frame import host_array, is_tensor
 
 log = logging.getLogger(__name__)
 

@@ -43,9 +43,9 @@ import numpy as np
 import torch
 
 from pipelines.cuda import import_gpu_library, parse_device, record_ready, require_cuda
+from pipelines.decode.picture import DecodedPicture
 from pipelines.decode.yuv import FULL_RANGE, UNTAGGED, YuvMatrix, nv12_to_rgb
 from pipelines.errors import DecodeError, DeviceError
-from pipelines.frame import DecodedPicture
 
 log = logging.getLogger(__name__)
 

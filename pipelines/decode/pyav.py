@@ -41,8 +41,8 @@ from av.video.reformatter import VideoReformatter
 
 from models.spec import InputSpec, Interpolation
 from pipelines.decode.motion import MotionInput
+from pipelines.decode.picture import DecodedPicture
 from pipelines.errors import DecodeError
-from pipelines.frame import DecodedPicture
 from pipelines.geometry import Letterbox, ResizeMode
 from pipelines.preprocess.reference import OPENCV_FILTERS
 

@@ -22,17 +22,17 @@ from pipelines.channel import Output
 from pipelines.decode.lag import LagWatch
 from pipelines.decode.motion import MotionGate, MotionMeter, MotionSettings
 from pipelines.decode.picker import DetectionPicker
+from pipelines.decode.picture import DecodedPicture
 from pipelines.decode.selection import FrameSelection
 from pipelines.decode.slots import DECODE_SLOTS, DecodeSlots
 from pipelines.decode.timeline import StreamTimeline
 from pipelines.errors import ChannelClosed, DecodeError
-from pipelines.frame import DecodedPicture, Frame
+from pipelines.frame import Frame
 from pipelines.metrics import PipelineMetrics
 from pipelines.sinks.pictures import KeepsPicture, keep_none
 from pipelines.stage import Stage
 
 log = logging.getLogger(__name__)
-
 
 FILE_READ_AHEAD = 4  # frames handed on per call to the decoder thread for a file source
 # the most pictures one call decodes while it has nothing to hand on (frames held for the

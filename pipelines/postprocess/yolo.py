@@ -59,6 +59,9 @@ def decode_yolov8(
         class_scores = item[4:]
         best = class_scores.max(axis=0)
         keep = best >= spec.score_threshold
+        if not keep.any():  # no candidate: nothing to decode (most frames of a quiet scene)
+            found.append(Detections.empty())
+            continue
         # argmax only over the few candidates: the full [C, N] pass above is the costly part
         class_id = class_scores[:, keep].argmax(axis=0)
         found.append(_finish(item[:4, keep].T, best[keep], class_id, letterbox, spec))
@@ -79,6 +82,9 @@ def decode_yolov5(
     for item, letterbox in zip(pred, letterboxes, strict=True):
         # class scores are sigmoids (<= 1), so obj * cls >= t implies obj >= t: a cheap first cut
         rows = item[item[:, 4] >= spec.score_threshold]
+        if not len(rows):  # no candidate: nothing to decode
+            found.append(Detections.empty())
+            continue
         class_scores = rows[:, 5:] * rows[:, 4:5]
         class_id = class_scores.argmax(axis=1)
         score = np.take_along_axis(class_scores, class_id[:, None], axis=1)[:, 0]

@@ -9,9 +9,10 @@ import threading
 import pytest
 
 from pipelines.channel import Channel
+from pipelines.decode.picture import DecodedPicture
 from pipelines.decode.slots import DecodeSlots, usable_cores
 from pipelines.decode.stage import DecodeStage
-from pipelines.frame import DecodedPicture, Frame
+from pipelines.frame import Frame
 from pipelines.metrics import PipelineMetrics
 from tests.support.fakes import FakeDecoder, FakeSource, run_source_stage
 

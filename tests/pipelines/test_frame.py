@@ -85,6 +85,24 @@ def test_frame_without_image_keeps_metadata_and_has_no_size() -> None:
         _ = light.size
 
 
+def test_a_frame_s_copies_change_only_what_they_say() -> None:
+    """``without_image`` and ``without_riders`` skip the checks a new frame gets: every
+    other field must come over as it was."""
+    rider = make_frame(index=3, stream="door")
+    frame = Frame("door", 4, 0.16, 4.0, np.zeros((24, 32, 3), np.uint8), ready=object(),
+                  timings={"decode": 0.001}, source_size=(64, 48), riders=[rider], gap_s=1.5,
+                  skipped="idle", model="m.onnx")
+    kept = {"stream_id", "index", "pts", "captured_at", "timings", "source_size", "gap_s",
+            "skipped", "model"}
+    for copy, changed in ((frame.without_image(), {"image": None, "ready": None,
+                                                   "load": None}),
+                          (frame.without_riders(), {"riders": []})):
+        assert all(getattr(copy, name) == getattr(frame, name) for name in kept)
+        assert all(getattr(copy, name) == value for name, value in changed.items())
+    assert frame.without_image().riders[0].image is None  # the riders' pixels released too
+    assert frame.without_riders().image is frame.image and frame.riders == [rider]
+
+
 # --- Batch ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ import pytest
 
 from pipelines.analytics.config import AnalyticsConfig, MaskConfig, TrackerSettings
 from pipelines.decode.motion import MOVING_AREA, MotionGate, MotionInput, MotionMeter
-from pipelines.frame import Batch, DecodedPicture, Frame
+from pipelines.decode.picture import DecodedPicture
+from pipelines.frame import Batch, Frame
 from pipelines.infer.stage import _fold_skipped
 from pipelines.sinks.quiet import frame_records
 from pipelines.synthetic.quiet import Visit, make_quiet_clip, mask_flags

@@ -198,7 +198,7 @@ def test_a_pipeline_used_as_a_context_closes_its_stages_and_sources():
     pipeline, _, _ = build([source], FakeBackend())
     with pipeline:
         pass
-    assert source.closed and all(s.worker._executor._shutdown for s in pipeline.stages)
+    assert source.closed and all(s.worker.closed for s in pipeline.stages)
 
 
 def test_a_sink_call_under_way_when_the_pipeline_is_cancelled_is_still_counted():

@@ -10,7 +10,7 @@ import numpy as np
 
 from models.backends.base import TensorInfo
 from models.spec import InputSpec, ModelSpec, OutputSpec
-from pipelines.frame import DecodedPicture
+from pipelines.decode.picture import DecodedPicture
 
 FAKE_SPEC = ModelSpec(
     name="fake", input=InputSpec(width=32, height=32, layout="NHWC", dtype="uint8"),
