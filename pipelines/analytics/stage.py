@@ -2,10 +2,9 @@
 lines and zones.
 
 One call at a time (on its thread, or a light one on the event loop), so every stream's
-results are tracked in frame order; a
-stream without analytics passes through untouched. ``streams`` may change while it runs (the
-service attaches and detaches streams, and replaces their lines and zones): it is read once
-per result, on the event loop's side of the hand-over. Its time per call is the ``analytics``
+results are tracked in frame order; a stream without analytics passes through untouched.
+``streams`` may change while it runs (the service attaches and detaches streams, and replaces
+their lines and zones): it is read once per result. Its time per call is the ``analytics``
 stage's in the metrics (the tracker's cost, and the classifiers', which are also the
 ``classify`` stage's).
 """
