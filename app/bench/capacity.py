@@ -68,9 +68,9 @@ def holds(row: dict[str, Any]) -> bool:
 
 
 def what_stops(row: dict[str, Any]) -> str:
-    """The goals a count misses, in words ("" where it holds): for drops, beside the most
-    frames the detector took in a second and what its model gives alone, so the table says
-    whether the model or the engine stopped it."""
+    """The goals a count misses, in words ("" where it holds): for drops, their causes, beside
+    the most frames the detector took in a second and what its model gives alone, so the
+    table says whether the model or the engine stopped it."""
     missed = []
     if row["recall"] is None or row["recall"] < GOALS["recall"]:
         missed.append("recall")
@@ -78,7 +78,9 @@ def what_stops(row: dict[str, Any]) -> str:
         missed.append("first box p99")
     if row["dropped_share"] > GOALS["dropped_share"]:
         alone = row.get("model_alone_fps")
-        missed.append(f"drops (detector at most {row.get('detected_peak_fps', 0):.0f}/s"
+        causes = ", ".join(row.get("dropped_by_cause", {}))
+        missed.append(f"drops ({causes + '; ' if causes else ''}detector at most "
+                      f"{row.get('detected_peak_fps', 0):.0f}/s"
                       + ("" if alone is None else f", the model alone {alone:.0f}/s") + ")")
     return ", ".join(missed)
 

@@ -160,8 +160,9 @@ def model_alone_fps(detector: SharedDetector) -> float | None:
 
 
 async def _window(metrics: PipelineMetrics, ids: list[str], seconds: float) -> dict[str, Any]:
-    """What the cameras ``ids`` cost and did over the next ``seconds``, and the detector's
-    busiest second in it: the most frames it took, and the most dropped, in one second."""
+    """What the cameras ``ids`` cost and did over the next ``seconds`` (the frames dropped,
+    by cause), and the detector's busiest second in it: the most frames it took, and the
+    most dropped, in one second."""
     before = {sid: dict(metrics.outcomes[sid]) for sid in ids}
     received = sum(metrics.received[sid] for sid in ids)
     batches = dict(metrics.batch_sizes)
@@ -184,7 +185,10 @@ async def _window(metrics: PipelineMetrics, ids: list[str], seconds: float) -> d
             "cores": round(cpu / wall, 2), "decoded_fps": round(got / wall, 1),
             "detected_fps": round(inferred / wall, 1),
             "skipped_fps": round(total.get("skipped_idle", 0) / wall, 1),
-            "dropped_share": round(dropped / max(1, got), 4), "rss_mb": round(rss_mb(), 1),
+            "dropped_share": round(dropped / max(1, got), 4),
+            "dropped_by_cause": {o: n for o, n in sorted(total.items())
+                                 if o.startswith("dropped") and n},
+            "rss_mb": round(rss_mb(), 1),
             "detected_peak_fps": round(max((r[0] for r in rates), default=0.0), 1),
             "dropped_peak_fps": round(max((r[1] for r in rates), default=0.0), 1)}
 

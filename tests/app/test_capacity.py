@@ -55,6 +55,9 @@ def test_the_table_says_what_stopped_a_count():
     late = good | {"first_p99_s": 2.3, "dropped_share": 0.03, "detected_peak_fps": 70.0,
                    "model_alone_fps": None}
     assert what_stops(late) == "first box p99, drops (detector at most 70/s)"
+    stale = dropped | {"dropped_by_cause": {"dropped_stale": 2670}}
+    assert what_stops(stale) == ("drops (dropped_stale; detector at most 71/s, the model "
+                                 "alone 152/s)")
 
 
 def test_modes_are_named_as_the_table_names_them():
