@@ -1,9 +1,10 @@
 """Timers the overhead bench puts around two parts of the engine that run inside other
 threads' time: the metrics' recording calls (``TimedMetrics``) and the motion gate's choice
-(``time_gates``), each call timed by the wall clock: these calls do not wait (but for the
-books' lock, held for microseconds), so their wall time is their CPU time, and a thread's CPU
-clock costs 9x the wall clock's to read (0.52 against 0.06 µs here), which the bench's own
-figures would carry."""
+(``time_gates``). The metrics' calls, most of them on the event loop, are timed by the wall
+clock: a thread's CPU clock costs 9x as much to read (0.52 against 0.06 µs here), which the
+bench's own figures would carry, and a call that waits for the interpreter (on a decoder
+thread) counts its wait too. The gate runs on every decoder thread at once, where such waits
+would be most of its wall time: it is timed by its thread's CPU clock."""
 
 from __future__ import annotations
 
@@ -23,20 +24,21 @@ RECORDING = ("observe_stage", "observe_waits", "frame_received", "frame_outcome"
 
 
 class Stopwatch:
-    """Seconds spent in the calls it wraps (a race between two threads may lose an
-    increment: the figure is a bench's, not the books')."""
+    """Seconds spent in the calls it wraps, by ``clock`` (a race between two threads may
+    lose an increment: the figure is a bench's, not the books')."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self.seconds = 0.0
+        self._clock = clock
 
     def wrap(self, fn: F) -> F:
         @wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = self._clock()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - start
+                self.seconds += self._clock() - start
         return timed  # type: ignore[return-value]
 
 
@@ -57,7 +59,7 @@ class TimedMetrics(PipelineMetrics):
 def time_gates(pipeline: Pipeline) -> Stopwatch:
     """Time every decode stage's motion measurement and frame selection (the picker and
     the motion gate), both on its decoder thread."""
-    watch = Stopwatch()
+    watch = Stopwatch(time.thread_time)
     for stage in pipeline.stages:
         if isinstance(stage, DecodeStage):
             stage.selection.select = watch.wrap(stage.selection.select)  # type: ignore[method-assign]
