@@ -68,9 +68,11 @@ class Pipeline:
             self.wall_s = time.monotonic() - self.started_at
             for channel in self.channels:
                 channel.abort()
-            if not completed and self.account_stopped:
-                self._account_stopped()
-            await asyncio.shield(asyncio.to_thread(self.close))
+            try:  # the stages' threads end first: a call under way still counts what it read
+                await asyncio.shield(asyncio.to_thread(self.close))
+            finally:
+                if not completed and self.account_stopped:
+                    self._account_stopped()
 
     async def stop(self, drain: bool = True) -> None:
         """Stop the sources. With ``drain`` every frame already read still becomes a result;

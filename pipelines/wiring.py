@@ -11,6 +11,7 @@ these stages is the same for both, and each stage is constructed here alone.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -99,9 +100,10 @@ def frames_channel(metrics: PipelineMetrics, name: str, capacity: int, *,
 
 
 def settle(channel: FairChannel[Frame | Batch], results: Sequence[Result]) -> None:
-    """Written results settle their frames in the channel they came through."""
-    for result in results:
-        channel.settle(result.frame.stream_id)
+    """Written results settle their frames in the channel they came through (a stream's of
+    the call at once)."""
+    for stream, count in Counter(r.frame.stream_id for r in results).items():
+        channel.settle(stream, count)
 
 
 def _frames_of(item: Frame | Batch) -> int:
